@@ -1,0 +1,171 @@
+//! Checkpoint tensors by name, with bert-base-uncased's old names mapped to the modern ones.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+
+use crate::error::{Error, Result};
+
+/// Every tensor of a checkpoint, renamed to one convention: no `bert.` prefix and
+/// `LayerNorm.weight` / `LayerNorm.bias` (bert-base-uncased says `gamma` / `beta`).
+pub struct Weights {
+    path: PathBuf,
+    tensors: HashMap<String, Tensor>,
+    device: Device,
+}
+
+impl Weights {
+    /// Reads model.safetensors or pytorch_model.bin (chosen by extension).
+    pub fn load(path: &Path, device: &Device) -> Result<Self> {
+        let unreadable = |e: candle_core::Error| Error::Weights {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        };
+        let raw: Vec<(String, Tensor)> = if path.extension().is_some_and(|e| e == "safetensors") {
+            candle_core::safetensors::load(path, &Device::Cpu)
+                .map_err(unreadable)?
+                .into_iter()
+                .collect()
+        } else {
+            candle_core::pickle::read_all(path).map_err(unreadable)?
+        };
+        let tensors = raw
+            .into_iter()
+            .map(|(name, tensor)| (canonical_name(&name), tensor))
+            .collect();
+        Ok(Self {
+            path: path.to_path_buf(),
+            tensors,
+            device: device.clone(),
+        })
+    }
+
+    /// The file the tensors came from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A view of the tensors under `prefix`, as candle's `VarBuilder::pp` gives.
+    pub fn pp(&self, prefix: &str) -> WeightPath<'_> {
+        WeightPath {
+            weights: self,
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// Whether a tensor of this (canonical) name exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    /// The tensor `name` as f32 on the model's device, after checking its shape.
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let tensor = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
+            path: self.path.clone(),
+            name: name.to_string(),
+        })?;
+        if tensor.dims() != shape {
+            return Err(Error::TensorShape {
+                path: self.path.clone(),
+                name: name.to_string(),
+                expected: shape.to_vec(),
+                found: tensor.dims().to_vec(),
+            });
+        }
+        Ok(tensor.to_dtype(DType::F32)?.to_device(&self.device)?)
+    }
+}
+
+/// A prefix into [`Weights`], so that model code spells the checkpoint's names.
+pub struct WeightPath<'a> {
+    weights: &'a Weights,
+    prefix: String,
+}
+
+impl WeightPath<'_> {
+    /// Goes one level deeper: `pp("attention")` under `encoder.layer.0`.
+    pub fn pp(&self, name: &str) -> Self {
+        self.weights.pp(&self.join(name))
+    }
+
+    /// The tensor `<prefix>.<name>` with the given shape.
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        self.weights.get(&self.join(name), shape)
+    }
+
+    /// Whether `<prefix>.<name>` exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.weights.contains(&self.join(name))
+    }
+
+    fn join(&self, name: &str) -> String {
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        }
+    }
+}
+
+fn canonical_name(name: &str) -> String {
+    let name = name.strip_prefix("bert.").unwrap_or(name);
+    if let Some(stem) = name.strip_suffix("LayerNorm.gamma") {
+        format!("{stem}LayerNorm.weight")
+    } else if let Some(stem) = name.strip_suffix("LayerNorm.beta") {
+        format!("{stem}LayerNorm.bias")
+    } else {
+        name.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_old_and_prefixed_names_to_one_convention() {
+        let cases = [
+            (
+                "bert.encoder.layer.0.output.LayerNorm.gamma",
+                "encoder.layer.0.output.LayerNorm.weight",
+            ),
+            (
+                "bert.embeddings.LayerNorm.beta",
+                "embeddings.LayerNorm.bias",
+            ),
+            (
+                "cls.predictions.transform.LayerNorm.gamma",
+                "cls.predictions.transform.LayerNorm.weight",
+            ),
+            ("cls.predictions.bias", "cls.predictions.bias"),
+            (
+                "embeddings.word_embeddings.weight",
+                "embeddings.word_embeddings.weight",
+            ),
+        ];
+        for (given, canonical) in cases {
+            assert_eq!(canonical_name(given), canonical);
+        }
+    }
+
+    #[test]
+    fn names_the_missing_tensor_and_the_wrong_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.safetensors");
+        let t = Tensor::zeros((2, 3), DType::F32, &Device::Cpu).unwrap();
+        candle_core::safetensors::save(&HashMap::from([("bert.a.weight", t)]), &path).unwrap();
+        let weights = Weights::load(&path, &Device::Cpu).unwrap();
+        assert_eq!(
+            weights.pp("a").get("weight", &[2, 3]).unwrap().dims(),
+            &[2, 3]
+        );
+        let missing = weights.get("b.weight", &[2, 3]).unwrap_err();
+        assert!(
+            missing.to_string().contains("no tensor b.weight"),
+            "{missing}"
+        );
+        let shape = weights.get("a.weight", &[3, 2]).unwrap_err();
+        assert!(shape.to_string().contains("shape [2, 3]"), "{shape}");
+    }
+}

@@ -1,0 +1,74 @@
+//! Choosing where the model runs.
+
+use candle_core::Device;
+
+use crate::error::{Error, Result};
+
+/// The `--device` choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    /// CUDA if available, then Metal, then the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+    Metal,
+}
+
+/// Opens the chosen device.
+pub fn device(choice: DeviceChoice) -> Result<Device> {
+    match choice {
+        DeviceChoice::Cpu => Ok(Device::Cpu),
+        DeviceChoice::Cuda => Device::new_cuda(0).map_err(|e| {
+            Error::Device(format!(
+                "cannot use CUDA: {e}; build bert-explain with --features cuda on a machine with an NVIDIA GPU and driver, or pass --device cpu"
+            ))
+        }),
+        DeviceChoice::Metal => Device::new_metal(0).map_err(|e| {
+            Error::Device(format!(
+                "cannot use Metal: {e}; build bert-explain with --features metal on a Mac, or pass --device cpu"
+            ))
+        }),
+        DeviceChoice::Auto => {
+            if candle_core::utils::cuda_is_available() {
+                if let Ok(device) = Device::new_cuda(0) {
+                    return Ok(device);
+                }
+            }
+            if candle_core::utils::metal_is_available() {
+                if let Ok(device) = Device::new_metal(0) {
+                    return Ok(device);
+                }
+            }
+            Ok(Device::Cpu)
+        }
+    }
+}
+
+/// The name the report gives a device: "cpu", "cuda" or "metal".
+pub fn device_name(device: &Device) -> &'static str {
+    if device.is_cuda() {
+        "cuda"
+    } else if device.is_metal() {
+        "metal"
+    } else {
+        "cpu"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_is_always_there() {
+        assert_eq!(device_name(&device(DeviceChoice::Cpu).unwrap()), "cpu");
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn cuda_without_the_feature_says_how_to_get_it() {
+        let err = device(DeviceChoice::Cuda).unwrap_err();
+        assert!(err.to_string().contains("--features cuda"), "{err}");
+    }
+}

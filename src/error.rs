@@ -1,0 +1,123 @@
+//! The library's error type: every failure says what was wrong and what to do about it.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong between a command line and a report.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the text is empty; give a sentence with one [MASK], e.g. \"The author talked to Sara about [MASK] book\"")]
+    EmptyText,
+
+    #[error("the text has no [MASK] token; put [MASK] where the word to predict goes, or choose the position to explain with --target INDEX (tokens: {tokens})")]
+    NoMask { tokens: String },
+
+    #[error("the text has {count} [MASK] tokens (at positions {positions}); keep one, or choose the position to explain with --target INDEX")]
+    SeveralMasks { count: usize, positions: String },
+
+    #[error("--target {target} is out of range: the text encodes to {len} tokens (positions 0 to {last}: {tokens}); pass a position in that range")]
+    TargetOutOfRange {
+        target: usize,
+        len: usize,
+        last: usize,
+        tokens: String,
+    },
+
+    #[error("the candidate {word:?} is not a single wordpiece of this model's vocabulary (it splits into {pieces}); choose words that are one token each")]
+    CandidateNotOneWordpiece { word: String, pieces: String },
+
+    #[error("--candidates has an empty word in {given:?}; give comma-separated words, e.g. --candidates his,her")]
+    EmptyCandidate { given: String },
+
+    #[error(
+        "the text encodes to {len} tokens but the model has only {max} positions; shorten the text"
+    )]
+    TextTooLong { len: usize, max: usize },
+
+    #[error("the model folder {0} does not exist; pass an existing checkpoint folder, or a Hugging Face Hub id such as bert-base-uncased")]
+    FolderNotFound(PathBuf),
+
+    #[error(
+        "{path} is not a folder; --model takes a checkpoint folder (with config.json) or a Hub id"
+    )]
+    NotAFolder { path: PathBuf },
+
+    #[error("{folder} has no {file}; a checkpoint folder needs {needs}")]
+    MissingFile {
+        folder: PathBuf,
+        file: &'static str,
+        needs: &'static str,
+    },
+
+    #[error("cannot read {path}: {message}; check that it is a valid BERT config.json")]
+    Config { path: PathBuf, message: String },
+
+    #[error("{path} describes a {found:?} model, but bert-explain explains BERT models (model_type \"bert\"); pick a BERT checkpoint")]
+    UnsupportedArchitecture { path: PathBuf, found: String },
+
+    #[error("cannot read the weights in {path}: {message}; the file may be truncated or corrupt, so download it again")]
+    Weights { path: PathBuf, message: String },
+
+    #[error("{path} has no tensor {name}; the checkpoint is incomplete or not a BERT checkpoint")]
+    MissingTensor { path: PathBuf, name: String },
+
+    #[error("the tensor {name} in {path} has shape {found:?} but config.json implies {expected:?}; the weights and config.json do not belong together")]
+    TensorShape {
+        path: PathBuf,
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+
+    #[error("cannot load the tokenizer from {path}: {message}; check that the file is a valid tokenizer for this model")]
+    Tokenizer { path: PathBuf, message: String },
+
+    #[error("the tokenizer cannot encode the text: {0}")]
+    Encode(String),
+
+    #[error("{model} (revision {revision}) is not in the Hugging Face cache at {cache} (no {file}), and HF_HUB_OFFLINE is set, so it cannot be downloaded; unset HF_HUB_OFFLINE on a machine with network access, point HF_HOME or HF_HUB_CACHE at a cache that has the model, or pass a local folder with --model")]
+    NotInCache {
+        model: String,
+        revision: String,
+        cache: PathBuf,
+        file: &'static str,
+    },
+
+    #[error("cannot fetch {file} of {model} (revision {revision}) from the Hugging Face Hub: {message}; check the model id and your network, or pass a local folder with --model")]
+    Hub {
+        model: String,
+        revision: String,
+        file: &'static str,
+        message: String,
+    },
+
+    #[error("{0}")]
+    Device(String),
+
+    #[error("the attention stack is not usable: {0}")]
+    Attention(String),
+
+    #[error("the tensor computation failed: {0}")]
+    Candle(#[from] candle_core::Error),
+
+    #[error("input/output failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// True for mistakes in the command-line input itself (the text, the target, the
+    /// candidates), as opposed to problems with files, models or the machine.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Error::EmptyText
+                | Error::NoMask { .. }
+                | Error::SeveralMasks { .. }
+                | Error::TargetOutOfRange { .. }
+                | Error::CandidateNotOneWordpiece { .. }
+                | Error::EmptyCandidate { .. }
+                | Error::TextTooLong { .. }
+        )
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

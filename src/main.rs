@@ -1,0 +1,135 @@
+//! The `bert-explain` command: arguments in, a report out.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use bert_explain::{
+    device, DeviceChoice, Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource,
+    RelevanceOptions, Renderer, Terminal,
+};
+use clap::{Parser, ValueEnum};
+
+/// Explain which input tokens a BERT's prediction at [MASK] rests on: raw attention,
+/// attention rollout and attention flow (Abnar & Zuidema, ACL 2020).
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The sentence, with one [MASK] where the word to predict goes.
+    text: String,
+
+    /// Hugging Face Hub id or a local checkpoint folder.
+    #[arg(long, default_value = "bert-base-uncased")]
+    model: String,
+
+    /// Hub revision (branch, tag or commit).
+    #[arg(long, default_value = "main")]
+    revision: String,
+
+    /// Position to explain (default: the [MASK]).
+    #[arg(long)]
+    target: Option<usize>,
+
+    /// Comma-separated words whose probability to report.
+    #[arg(long, default_value = "his,her", value_delimiter = ',')]
+    candidates: Vec<String>,
+
+    /// How many top predictions to report.
+    #[arg(long, default_value_t = 5)]
+    top_k: usize,
+
+    /// Print the JSON report on stdout and nothing else there.
+    #[arg(long)]
+    json: bool,
+
+    /// Print every layer's relevance, not just the last layer's.
+    #[arg(long)]
+    layers: bool,
+
+    /// How to fuse the heads of a layer.
+    #[arg(long, value_enum, default_value_t = Fusion::Mean)]
+    fusion: Fusion,
+
+    /// Weight α of the residual connection: Â = (1-α)·Ā + α·I.
+    #[arg(long, default_value_t = 0.5, value_parser = parse_alpha)]
+    residual: f64,
+
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    device: DeviceArg,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Fusion {
+    Mean,
+    Max,
+    Min,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum DeviceArg {
+    Auto,
+    Cpu,
+    Cuda,
+    Metal,
+}
+
+fn parse_alpha(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(alpha) if (0.0..=1.0).contains(&alpha) => Ok(alpha),
+        _ => Err(format!("{text:?} is not a number between 0 and 1")),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("Error: {err:#}");
+            let usage = err.downcast_ref::<Error>().is_some_and(Error::is_usage);
+            ExitCode::from(if usage { 2 } else { 1 })
+        }
+    }
+}
+
+fn run(args: &Args) -> anyhow::Result<()> {
+    let device = device(match args.device {
+        DeviceArg::Auto => DeviceChoice::Auto,
+        DeviceArg::Cpu => DeviceChoice::Cpu,
+        DeviceArg::Cuda => DeviceChoice::Cuda,
+        DeviceArg::Metal => DeviceChoice::Metal,
+    })?;
+    let source = ModelSource::parse(&args.model, &args.revision);
+    eprintln!("Loading {source}");
+    let explainer = Explainer::load(&source, &device)?;
+    if !explainer.has_mlm_head() {
+        eprintln!("Note: {source} has no masked-LM head, so the prediction is unavailable; relevances still work.");
+    }
+    let options = ExplainOptions {
+        target: args.target,
+        candidates: args.candidates.clone(),
+        top_k: args.top_k,
+        relevance: RelevanceOptions {
+            fusion: match args.fusion {
+                Fusion::Mean => HeadFusion::Mean,
+                Fusion::Max => HeadFusion::Max,
+                Fusion::Min => HeadFusion::Min,
+            },
+            residual: args.residual,
+        },
+    };
+    let report = explainer.explain(&args.text, &options)?;
+    let renderer: Box<dyn Renderer> = if args.json {
+        Box::new(Json)
+    } else {
+        Box::new(Terminal {
+            all_layers: args.layers,
+        })
+    };
+    let mut stdout = std::io::stdout().lock();
+    renderer
+        .render(&report, &mut stdout)
+        .and_then(|()| stdout.flush())
+        .context("cannot write the report to stdout")
+}

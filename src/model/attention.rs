@@ -1,0 +1,75 @@
+//! Multi-head self-attention that hands back its softmax probabilities.
+
+use candle_core::{Module, Tensor, D};
+use candle_nn::{LayerNorm, Linear};
+
+use super::embeddings::load_layer_norm;
+use crate::checkpoint::{BertConfig, WeightPath};
+use crate::error::Result;
+
+/// `attention.*` of one encoder layer: self-attention and its output projection.
+pub struct Attention {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    output: Linear,
+    layer_norm: LayerNorm,
+    heads: usize,
+    head_size: usize,
+}
+
+/// What one attention block computes.
+pub struct AttentionOutput {
+    /// `[1, n, hidden]`, after the residual connection and LayerNorm.
+    pub hidden: Tensor,
+    /// `[1, heads, n, n]`: row i is the softmax over the positions that i attends to.
+    pub probs: Tensor,
+}
+
+impl Attention {
+    pub fn load(vb: &WeightPath, config: &BertConfig) -> Result<Self> {
+        let hidden = config.hidden_size;
+        let this = vb.pp("self");
+        let out = vb.pp("output");
+        Ok(Self {
+            query: load_linear(&this.pp("query"), hidden, hidden)?,
+            key: load_linear(&this.pp("key"), hidden, hidden)?,
+            value: load_linear(&this.pp("value"), hidden, hidden)?,
+            output: load_linear(&out.pp("dense"), hidden, hidden)?,
+            layer_norm: load_layer_norm(&out.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
+            heads: config.num_attention_heads,
+            head_size: config.head_size(),
+        })
+    }
+
+    /// `x`: `[1, n, hidden]`. No padding mask: the one sentence fills every position.
+    pub fn forward(&self, x: &Tensor) -> Result<AttentionOutput> {
+        let (batch, n, hidden) = x.dims3()?;
+        let split = |t: Tensor| -> Result<Tensor> {
+            Ok(t.reshape((batch, n, self.heads, self.head_size))?
+                .transpose(1, 2)?
+                .contiguous()?)
+        };
+        let q = split(self.query.forward(x)?)?;
+        let k = split(self.key.forward(x)?)?;
+        let v = split(self.value.forward(x)?)?;
+        let scale = 1.0 / (self.head_size as f64).sqrt();
+        let scores = (q.matmul(&k.t()?)? * scale)?;
+        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        let context = probs
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .reshape((batch, n, hidden))?;
+        let projected = self.output.forward(&context)?;
+        let hidden = self.layer_norm.forward(&(projected + x)?)?;
+        Ok(AttentionOutput { hidden, probs })
+    }
+}
+
+/// A `Linear` from `dense.weight` `[out, in]` and `dense.bias` `[out]`.
+pub fn load_linear(vb: &WeightPath, input: usize, output: usize) -> Result<Linear> {
+    Ok(Linear::new(
+        vb.get("weight", &[output, input])?,
+        Some(vb.get("bias", &[output])?),
+    ))
+}

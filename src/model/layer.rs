@@ -1,0 +1,56 @@
+//! One encoder layer: attention, then the feed-forward block, each with residual and LayerNorm.
+
+use candle_core::{Module, Tensor};
+use candle_nn::{LayerNorm, Linear};
+
+use super::attention::{load_linear, Attention};
+use super::embeddings::load_layer_norm;
+use crate::checkpoint::{Activation, BertConfig, WeightPath};
+use crate::error::Result;
+
+/// `encoder.layer.<i>.*`.
+pub struct Layer {
+    attention: Attention,
+    intermediate: Linear,
+    output: Linear,
+    layer_norm: LayerNorm,
+    activation: Activation,
+}
+
+impl Layer {
+    pub fn load(vb: &WeightPath, config: &BertConfig) -> Result<Self> {
+        let (hidden, inner) = (config.hidden_size, config.intermediate_size);
+        Ok(Self {
+            attention: Attention::load(&vb.pp("attention"), config)?,
+            intermediate: load_linear(&vb.pp("intermediate").pp("dense"), hidden, inner)?,
+            output: load_linear(&vb.pp("output").pp("dense"), inner, hidden)?,
+            layer_norm: load_layer_norm(
+                &vb.pp("output").pp("LayerNorm"),
+                hidden,
+                config.layer_norm_eps,
+            )?,
+            activation: config.hidden_act,
+        })
+    }
+
+    /// `x`: `[1, n, hidden]` → (`[1, n, hidden]`, attention probabilities `[1, heads, n, n]`).
+    pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {
+        let attended = self.attention.forward(x)?;
+        let inner = activate(
+            self.activation,
+            &self.intermediate.forward(&attended.hidden)?,
+        )?;
+        let out = self.output.forward(&inner)?;
+        let hidden = self.layer_norm.forward(&(out + &attended.hidden)?)?;
+        Ok((hidden, attended.probs))
+    }
+}
+
+/// Applies the configured activation elementwise.
+pub fn activate(activation: Activation, x: &Tensor) -> Result<Tensor> {
+    Ok(match activation {
+        Activation::Gelu => x.gelu_erf()?,
+        Activation::GeluTanh => x.gelu()?,
+        Activation::Relu => x.relu()?,
+    })
+}
