@@ -56,18 +56,31 @@ impl Matrix {
         Matrix { n, data }
     }
 
-    /// `(1 - alpha)·self + alpha·I`: the residual connection as attention to oneself.
+    /// `(1 - alpha)·self + alpha·I`, the residual connection as attention to oneself, with
+    /// each row then divided by its sum. For row-stochastic input that division changes
+    /// nothing; for f32 softmax rows that miss 1 by rounding it makes α = 0.5 give exactly
+    /// the paper's `(Ā + I) / rowsum`.
     pub fn with_residual(&self, alpha: f64) -> Matrix {
+        let n = self.n;
         let mut out = self.clone();
-        for (index, value) in out.data.iter_mut().enumerate() {
-            let diagonal = if index / self.n == index % self.n {
-                alpha
-            } else {
-                0.0
-            };
-            *value = (1.0 - alpha) * *value + diagonal;
+        for (i, row) in out.data.chunks_mut(n).enumerate() {
+            for value in row.iter_mut() {
+                *value *= 1.0 - alpha;
+            }
+            row[i] += alpha;
         }
+        out.normalise_rows();
         out
+    }
+
+    /// Divides each row by its sum (rows summing to zero stay zero).
+    pub fn normalise_rows(&mut self) {
+        for row in self.data.chunks_mut(self.n) {
+            let sum: f64 = row.iter().sum();
+            if sum > 0.0 {
+                row.iter_mut().for_each(|v| *v /= sum);
+            }
+        }
     }
 }
 
@@ -139,12 +152,7 @@ impl AttentionStack {
             data: (0..n * n).map(pick).collect(),
         };
         if fusion != HeadFusion::Mean {
-            for row in fused.data.chunks_mut(n) {
-                let sum: f64 = row.iter().sum();
-                if sum > 0.0 {
-                    row.iter_mut().for_each(|v| *v /= sum);
-                }
-            }
+            fused.normalise_rows();
         }
         fused
     }

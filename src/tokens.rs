@@ -57,18 +57,20 @@ impl TextTokenizer {
         };
         inner
             .with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)))
+            .map_err(|e| bad(e.to_string()))?
             .with_pre_tokenizer(Some(BertPreTokenizer))
             .with_post_processor(Some(BertProcessing::new(
                 ("[SEP]".into(), sep),
                 ("[CLS]".into(), cls),
             )));
-        let special: Vec<AddedToken> = SPECIAL
+        let special = SPECIAL
             .iter()
             .zip(&ids)
             .filter(|(_, id)| id.is_some())
-            .map(|(t, _)| AddedToken::from(*t, true))
-            .collect();
-        inner.add_special_tokens(&special);
+            .map(|(t, _)| AddedToken::from(*t, true));
+        inner
+            .add_special_tokens(special)
+            .map_err(|e| bad(e.to_string()))?;
         Ok(Self { inner })
     }
 
@@ -141,6 +143,9 @@ mod tests {
         let (_dir, tokenizer) = vocab_tokenizer();
         assert_eq!(tokenizer.single_piece("book").unwrap(), 6);
         let err = tokenizer.single_piece("backache").unwrap_err();
-        assert!(err.to_string().contains(r###"["back", "##ache"]"###), "{err}");
+        assert!(
+            err.to_string().contains(r###"["back", "##ache"]"###),
+            "{err}"
+        );
     }
 }

@@ -78,7 +78,7 @@ impl BertConfig {
     fn check(&self, path: &Path) -> Result<()> {
         let problem = if self.num_attention_heads == 0 || self.hidden_size == 0 {
             Some("hidden_size and num_attention_heads must be positive".to_string())
-        } else if self.hidden_size % self.num_attention_heads != 0 {
+        } else if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             Some(format!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads

