@@ -96,6 +96,15 @@ pub enum Error {
     #[error("the attention stack is not usable: {0}")]
     Attention(String),
 
+    #[error("cannot use the attention in {path}: {message}")]
+    AttentionFile { path: PathBuf, message: String },
+
+    #[error("--tokens gives {given} tokens but the attention stack has {expected} positions; give one token per position, separated by spaces")]
+    TokenCount { given: usize, expected: usize },
+
+    #[error("--attention needs --target INDEX (or a single [MASK] among --tokens) to know which position to explain")]
+    NoTargetForAttention,
+
     #[error("the tensor computation failed: {0}")]
     Candle(#[from] candle_core::Error),
 
@@ -116,6 +125,8 @@ impl Error {
                 | Error::CandidateNotOneWordpiece { .. }
                 | Error::EmptyCandidate { .. }
                 | Error::TextTooLong { .. }
+                | Error::TokenCount { .. }
+                | Error::NoTargetForAttention
         )
     }
 }

@@ -1,4 +1,5 @@
 //! The pipeline for one sentence: tokens, forward pass, attention stack, relevance, report.
+//! Also the same maps for an attention stack saved by another framework.
 
 use candle_core::{Device, Tensor};
 
@@ -7,9 +8,9 @@ use crate::checkpoint::{BertConfig, CheckpointFiles, ModelSource};
 use crate::device::device_name;
 use crate::error::{Error, Result};
 use crate::model::BertForMaskedLm;
-use crate::relevance::{Relevance, RelevanceOptions};
+use crate::relevance::{AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report, Target, WordProbability};
-use crate::tokens::{Encoding, TextTokenizer};
+use crate::tokens::TextTokenizer;
 
 /// What to explain and report, beyond the text.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +22,8 @@ pub struct ExplainOptions {
     /// How many top predictions to report.
     pub top_k: usize,
     pub relevance: RelevanceOptions,
+    /// Also compute rollout and flow from every position.
+    pub all_positions: bool,
 }
 
 impl Default for ExplainOptions {
@@ -30,6 +33,7 @@ impl Default for ExplainOptions {
             candidates: vec!["his".into(), "her".into()],
             top_k: 5,
             relevance: RelevanceOptions::default(),
+            all_positions: false,
         }
     }
 }
@@ -77,7 +81,13 @@ impl Explainer {
                 max: self.config.max_position_embeddings,
             });
         }
-        let target = self.resolve_target(&encoding, options.target)?;
+        let mask = self.tokenizer.mask_id();
+        let target = resolve_target(&encoding.tokens, options.target, |i| {
+            Some(encoding.ids[i]) == mask
+        })?
+        .ok_or_else(|| Error::NoMask {
+            tokens: listing(&encoding.tokens),
+        })?;
         let candidates = if self.has_mlm_head() {
             self.candidate_ids(&options.candidates)?
         } else {
@@ -91,48 +101,12 @@ impl Explainer {
             Some(logits) => Some(self.predict(&logits, &candidates, options.top_k)?),
             None => None,
         };
-        Ok(Report {
-            model: self.name.clone(),
-            device: device_name(&self.device).to_string(),
-            target: Target {
-                index: target,
-                token: encoding.tokens[target].clone(),
-            },
+        let source = Source {
+            model: &self.name,
+            device: &self.device,
             tokens: encoding.tokens,
-            prediction,
-            layers: stack.layers,
-            heads: stack.heads,
-            relevance: Relevance::compute(&stack, target, options.relevance),
-        })
-    }
-
-    fn resolve_target(&self, encoding: &Encoding, target: Option<usize>) -> Result<usize> {
-        let listing = || listing(&encoding.tokens);
-        if let Some(target) = target {
-            let len = encoding.ids.len();
-            return if target < len {
-                Ok(target)
-            } else {
-                Err(Error::TargetOutOfRange {
-                    target,
-                    len,
-                    last: len - 1,
-                    tokens: listing(),
-                })
-            };
-        }
-        let mask = self.tokenizer.mask_id();
-        let masks: Vec<usize> = (0..encoding.ids.len())
-            .filter(|&i| Some(encoding.ids[i]) == mask)
-            .collect();
-        match masks.as_slice() {
-            [one] => Ok(*one),
-            [] => Err(Error::NoMask { tokens: listing() }),
-            several => Err(Error::SeveralMasks {
-                count: several.len(),
-                positions: format!("{several:?}"),
-            }),
-        }
+        };
+        assemble(source, &stack, target, prediction, options)
     }
 
     fn candidate_ids(&self, words: &[String]) -> Result<Vec<(String, u32)>> {
@@ -179,6 +153,103 @@ impl Explainer {
                 .map(|id| entry(self.tokenizer.token(id), id))
                 .collect(),
         })
+    }
+}
+
+/// Explains an attention stack saved by another framework: the same maps, no prediction.
+/// `tokens` label the positions (default: their indices); the target is `options.target`
+/// or the one `[MASK]` among the tokens.
+pub fn explain_attention(
+    name: &str,
+    stack: &AttentionStack,
+    tokens: Option<Vec<String>>,
+    options: &ExplainOptions,
+) -> Result<Report> {
+    let n = stack.len();
+    let tokens = match tokens {
+        Some(tokens) if tokens.len() != n => {
+            return Err(Error::TokenCount {
+                given: tokens.len(),
+                expected: n,
+            })
+        }
+        Some(tokens) => tokens,
+        None => (0..n).map(|i| i.to_string()).collect(),
+    };
+    let target = resolve_target(&tokens, options.target, |i| tokens[i] == "[MASK]")?
+        .ok_or(Error::NoTargetForAttention)?;
+    let device = stack.tensor().device().clone();
+    let source = Source {
+        model: name,
+        device: &device,
+        tokens,
+    };
+    assemble(source, stack, target, None, options)
+}
+
+/// Where the attention came from, for the report.
+struct Source<'a> {
+    model: &'a str,
+    device: &'a Device,
+    tokens: Vec<String>,
+}
+
+fn assemble(
+    source: Source,
+    stack: &AttentionStack,
+    target: usize,
+    prediction: Option<Prediction>,
+    options: &ExplainOptions,
+) -> Result<Report> {
+    let graph = AttentionGraph::new(stack, options.relevance)?;
+    let all_positions = match options.all_positions {
+        true => Some(graph.all_positions()?),
+        false => None,
+    };
+    Ok(Report {
+        model: source.model.to_string(),
+        device: device_name(source.device).to_string(),
+        target: Target {
+            index: target,
+            token: source.tokens[target].clone(),
+        },
+        tokens: source.tokens,
+        prediction,
+        layers: stack.layers(),
+        heads: stack.heads(),
+        relevance: graph.relevance(target)?,
+        all_positions,
+    })
+}
+
+/// The explicit target if it is in range; else the one position where `is_mask` holds;
+/// `None` when no position does.
+fn resolve_target(
+    tokens: &[String],
+    target: Option<usize>,
+    is_mask: impl Fn(usize) -> bool,
+) -> Result<Option<usize>> {
+    let len = tokens.len();
+    if let Some(target) = target {
+        return if target < len {
+            Ok(Some(target))
+        } else {
+            Err(Error::TargetOutOfRange {
+                target,
+                len,
+                last: len.saturating_sub(1),
+                tokens: listing(tokens),
+            })
+        };
+    }
+    let masks: Vec<usize> = (0..len).filter(|&i| is_mask(i)).collect();
+    match masks.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        several => Err(Error::SeveralMasks {
+            count: several.len(),
+            positions: format!("{several:?}"),
+        }),
     }
 }
 

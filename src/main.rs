@@ -1,12 +1,14 @@
 //! The `bert-explain` command: arguments in, a report out.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use bert_explain::{
-    device, DeviceChoice, Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource,
-    RelevanceOptions, Renderer, Terminal,
+    attention::read_attention_file, device, explain::explain_attention, DeviceChoice, Error,
+    ExplainOptions, Explainer, HeadFusion, Json, ModelSource, RelevanceOptions, Renderer, Report,
+    Terminal,
 };
 use clap::{Parser, ValueEnum};
 
@@ -16,7 +18,17 @@ use clap::{Parser, ValueEnum};
 #[command(version, about)]
 struct Args {
     /// The sentence, with one [MASK] where the word to predict goes.
-    text: String,
+    #[arg(required_unless_present = "attention", conflicts_with = "attention")]
+    text: Option<String>,
+
+    /// Explain an attention stack saved by another framework instead of running a model:
+    /// a .npy or .safetensors file of shape [layers, heads, n, n] or [layers, n, n].
+    #[arg(long, value_name = "FILE")]
+    attention: Option<PathBuf>,
+
+    /// With --attention: the n tokens, separated by spaces (default: their positions).
+    #[arg(long, requires = "attention")]
+    tokens: Option<String>,
 
     /// Hugging Face Hub id or a local checkpoint folder.
     #[arg(long, default_value = "bert-base-uncased")]
@@ -45,6 +57,11 @@ struct Args {
     /// Print every layer's relevance, not just the last layer's.
     #[arg(long)]
     layers: bool,
+
+    /// Also compute rollout and flow from every position, as the reference's
+    /// compute_flows does (JSON: "all_positions").
+    #[arg(long)]
+    all_positions: bool,
 
     /// How to fuse the heads of a layer.
     #[arg(long, value_enum, default_value_t = Fusion::Mean)]
@@ -100,12 +117,6 @@ fn run(args: &Args) -> anyhow::Result<()> {
         DeviceArg::Cuda => DeviceChoice::Cuda,
         DeviceArg::Metal => DeviceChoice::Metal,
     })?;
-    let source = ModelSource::parse(&args.model, &args.revision);
-    eprintln!("Loading {source}");
-    let explainer = Explainer::load(&source, &device)?;
-    if !explainer.has_mlm_head() {
-        eprintln!("Note: {source} has no masked-LM head, so the prediction is unavailable; relevances still work.");
-    }
     let options = ExplainOptions {
         target: args.target,
         candidates: args.candidates.clone(),
@@ -118,8 +129,13 @@ fn run(args: &Args) -> anyhow::Result<()> {
             },
             residual: args.residual,
         },
+        all_positions: args.all_positions,
     };
-    let report = explainer.explain(&args.text, &options)?;
+    let report = match (&args.attention, &args.text) {
+        (Some(file), _) => explain_file(file, args.tokens.as_deref(), &device, &options)?,
+        (None, Some(text)) => explain_text(args, text, &device, &options)?,
+        (None, None) => unreachable!("clap requires the text unless --attention is given"),
+    };
     let renderer: Box<dyn Renderer> = if args.json {
         Box::new(Json)
     } else {
@@ -132,4 +148,31 @@ fn run(args: &Args) -> anyhow::Result<()> {
         .render(&report, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("cannot write the report to stdout")
+}
+
+fn explain_text(
+    args: &Args,
+    text: &str,
+    device: &candle_core::Device,
+    options: &ExplainOptions,
+) -> anyhow::Result<Report> {
+    let source = ModelSource::parse(&args.model, &args.revision);
+    eprintln!("Loading {source}");
+    let explainer = Explainer::load(&source, device)?;
+    if !explainer.has_mlm_head() {
+        eprintln!("Note: {source} has no masked-LM head, so the prediction is unavailable; relevances still work.");
+    }
+    Ok(explainer.explain(text, options)?)
+}
+
+fn explain_file(
+    file: &std::path::Path,
+    tokens: Option<&str>,
+    device: &candle_core::Device,
+    options: &ExplainOptions,
+) -> anyhow::Result<Report> {
+    let stack = read_attention_file(file, device)?;
+    let tokens = tokens.map(|t| t.split_whitespace().map(String::from).collect());
+    let name = file.display().to_string();
+    Ok(explain_attention(&name, &stack, tokens, options)?)
 }

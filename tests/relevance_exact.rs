@@ -36,8 +36,8 @@ fn methods_match_the_reference_on_its_own_attention() {
             .flatten()
             .flatten()
             .collect();
-        let stack = AttentionStack::new(layers, heads, n, flat).unwrap();
-        let got = Relevance::compute(&stack, fixture.target, RelevanceOptions::default());
+        let stack = AttentionStack::from_vec(layers, heads, n, flat).unwrap();
+        let got = Relevance::compute(&stack, fixture.target, RelevanceOptions::default()).unwrap();
         let want = common::fixture(&name).relevance;
         for (method, g, w) in [
             ("raw", &got.raw, &want.raw),

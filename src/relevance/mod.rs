@@ -5,13 +5,15 @@ mod flow;
 mod raw;
 mod rollout;
 
-pub use flow::{flow, max_flow};
+pub use flow::{flow, flow_from_every_position, max_flow};
 pub use raw::raw;
-pub use rollout::rollout;
+pub use rollout::{joint_attention, rollout};
 
+use candle_core::{DType, Device, IndexOp, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{AttentionStack, HeadFusion};
+use crate::attention::{with_residual, AttentionStack, HeadFusion, Matrix};
+use crate::error::Result;
 
 /// How attention becomes relevance.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,7 +32,7 @@ impl Default for RelevanceOptions {
     }
 }
 
-/// The three methods' maps, each `[L][n]` (index 0 is layer 1).
+/// The three methods' maps for one target, each `[L][n]` (index 0 is layer 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Relevance {
     pub raw: Vec<Vec<f64>>,
@@ -38,18 +40,70 @@ pub struct Relevance {
     pub flow: Vec<Vec<f64>>,
 }
 
-impl Relevance {
-    /// All three maps for `target` (< `stack.n`).
-    pub fn compute(stack: &AttentionStack, target: usize, options: RelevanceOptions) -> Self {
-        let fused = stack.fuse(options.fusion);
-        let augmented: Vec<_> = fused
-            .iter()
-            .map(|a| a.with_residual(options.residual))
-            .collect();
-        Self {
-            raw: raw(&fused, target),
-            rollout: rollout(&augmented, target),
-            flow: flow(&augmented, target),
-        }
+/// Rollout and flow from every position, each `[L][n][n]`: `[l][i][j]` is the relevance
+/// of input token j for position i at layer l + 1 (the reference's `compute_flows`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllPositions {
+    pub rollout: Vec<Vec<Vec<f64>>>,
+    pub flow: Vec<Vec<Vec<f64>>>,
+}
+
+/// The layers as a graph: fused and residual-augmented attention on the device, the joint
+/// attention of rollout, and the capacities that flow needs on the host.
+pub struct AttentionGraph {
+    fused: Tensor,
+    joint: Tensor,
+    capacities: Vec<Matrix>,
+}
+
+impl AttentionGraph {
+    pub fn new(stack: &AttentionStack, options: RelevanceOptions) -> Result<Self> {
+        let fused = stack.fuse(options.fusion)?;
+        let augmented = with_residual(&fused, options.residual)?;
+        Ok(Self {
+            joint: joint_attention(&augmented)?,
+            capacities: Matrix::from_layers(&augmented)?,
+            fused,
+        })
     }
+
+    /// Raw attention, rollout and flow for `target` (< n).
+    pub fn relevance(&self, target: usize) -> Result<Relevance> {
+        Ok(Relevance {
+            raw: to_rows(&raw(&self.fused, target)?)?,
+            rollout: to_rows(&self.joint.i((.., target, ..))?)?,
+            flow: flow(&self.capacities, target),
+        })
+    }
+
+    /// Rollout and flow from every position.
+    pub fn all_positions(&self) -> Result<AllPositions> {
+        let n = self.capacities[0].n;
+        let per_source: Vec<Vec<Vec<f64>>> = (0..n).map(|i| flow(&self.capacities, i)).collect();
+        let flow = (0..self.capacities.len())
+            .map(|l| per_source.iter().map(|rows| rows[l].clone()).collect())
+            .collect();
+        let rollout = host(&self.joint)?.to_vec3()?;
+        Ok(AllPositions { rollout, flow })
+    }
+}
+
+impl Relevance {
+    /// All three maps for `target` (< `stack.len()`).
+    pub fn compute(
+        stack: &AttentionStack,
+        target: usize,
+        options: RelevanceOptions,
+    ) -> Result<Self> {
+        AttentionGraph::new(stack, options)?.relevance(target)
+    }
+}
+
+fn host(t: &Tensor) -> Result<Tensor> {
+    Ok(t.to_device(&Device::Cpu)?.to_dtype(DType::F64)?)
+}
+
+/// `[L, n]` on any device → rows on the host.
+fn to_rows(t: &Tensor) -> Result<Vec<Vec<f64>>> {
+    Ok(host(t)?.to_vec2()?)
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub use json::Json;
 pub use terminal::Terminal;
 
-use crate::relevance::Relevance;
+use crate::relevance::{AllPositions, Relevance};
 
 /// Everything bert-explain found for one sentence; serialises to the JSON report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +24,9 @@ pub struct Report {
     pub layers: usize,
     pub heads: usize,
     pub relevance: Relevance,
+    /// With `--all-positions`: rollout and flow from every position (additive to SPEC §4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_positions: Option<AllPositions>,
 }
 
 /// The position being explained.

@@ -30,12 +30,13 @@ impl Renderer for Terminal {
         )?;
         writeln!(out)?;
         write_prediction(report, out)?;
-        writeln!(out)?;
         if self.all_layers {
-            write_grids(report, out)
+            write_grids(report, out)?;
         } else {
-            write_last_layer(report, out)
+            writeln!(out)?;
+            write_last_layer(report, out)?;
         }
+        write_all_positions(report, out)
     }
 }
 
@@ -50,14 +51,15 @@ fn write_prediction(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
     for candidate in &prediction.candidates {
         writeln!(
             out,
-            "  p({}) = {:.4}",
-            candidate.word, candidate.probability
+            "  p({}) = {}",
+            candidate.word,
+            probability(candidate.probability)
         )?;
     }
     let top: Vec<String> = prediction
         .top
         .iter()
-        .map(|w| format!("{} {:.4}", w.word, w.probability))
+        .map(|w| format!("{} {}", w.word, probability(w.probability)))
         .collect();
     if !top.is_empty() {
         writeln!(out, "  top {}: {}", top.len(), top.join(", "))?;
@@ -95,24 +97,73 @@ fn write_last_layer(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
 }
 
 fn write_grids(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-    let width = token_width(report).max(6);
     for (name, rows) in methods(report) {
-        writeln!(out, "{name}: layer × token, last layer on top")?;
-        write!(out, "  {:>5}", "layer")?;
-        for token in &report.tokens {
-            write!(out, " {:>width$}", clip(token, width))?;
-        }
-        writeln!(out)?;
-        for (l, row) in rows.iter().enumerate().rev() {
-            write!(out, "  {:>5}", l + 1)?;
-            for value in row {
-                write!(out, " {value:>width$.4}")?;
-            }
-            writeln!(out)?;
+        let title = format!("{name}: layer × token, last layer on top");
+        let labelled: Vec<(String, &Vec<f64>)> = rows
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(l, row)| ((l + 1).to_string(), row))
+            .collect();
+        write_grid(report, out, &title, "layer", &labelled)?;
+    }
+    Ok(())
+}
+
+/// With `--all-positions`: the last layer's maps from every position.
+fn write_all_positions(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    let Some(all) = &report.all_positions else {
+        return Ok(());
+    };
+    for (name, maps) in [("rollout", &all.rollout), ("flow", &all.flow)] {
+        let Some(last) = maps.last() else { continue };
+        let title = format!(
+            "{name} from every position, layer {}: rows are positions, columns input tokens",
+            maps.len()
+        );
+        let labelled: Vec<(String, &Vec<f64>)> = report
+            .tokens
+            .iter()
+            .zip(last)
+            .map(|(token, row)| (token.clone(), row))
+            .collect();
+        write_grid(report, out, &title, "from", &labelled)?;
+    }
+    Ok(())
+}
+
+fn write_grid(
+    report: &Report,
+    out: &mut dyn Write,
+    title: &str,
+    corner: &str,
+    rows: &[(String, &Vec<f64>)],
+) -> std::io::Result<()> {
+    let width = token_width(report).max(6);
+    writeln!(out)?;
+    writeln!(out, "{title}")?;
+    write!(out, "  {:>width$}", corner)?;
+    for token in &report.tokens {
+        write!(out, " {:>width$}", clip(token, width))?;
+    }
+    writeln!(out)?;
+    for (label, row) in rows {
+        write!(out, "  {:>width$}", clip(label, width))?;
+        for value in row.iter() {
+            write!(out, " {value:>width$.4}")?;
         }
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// Four decimals, or three significant digits below 0.001 where decimals would show 0.
+fn probability(p: f64) -> String {
+    if p >= 1e-3 || p == 0.0 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.2e}")
+    }
 }
 
 fn methods(report: &Report) -> [(&'static str, &Vec<Vec<f64>>); 3] {
@@ -153,6 +204,12 @@ mod tests {
         assert_eq!(bar(0.5, 1.0), "█".repeat(BAR_WIDTH / 2));
         assert_eq!(bar(1.0 / 96.0, 1.0), "▏");
         assert_eq!(bar(0.0, 0.0), "");
+    }
+
+    #[test]
+    fn small_probabilities_keep_their_digits() {
+        assert_eq!(probability(0.10194), "0.1019");
+        assert_eq!(probability(2.9401e-5), "2.94e-5");
     }
 
     #[test]

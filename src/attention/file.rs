@@ -1,0 +1,181 @@
+//! Attention stacks saved by another framework (.npy or .safetensors), checked before use.
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor, D};
+
+use super::AttentionStack;
+use crate::error::{Error, Result};
+
+/// How far a row may sum from 1 before the file is refused.
+const ROW_SUM_TOLERANCE: f64 = 1e-3;
+
+/// Reads `[L, H, n, n]` or `[L, n, n]` softmax probabilities from a .npy file or a
+/// .safetensors file (its one tensor, or the one named `attention` or `attentions`), and
+/// checks that every value is finite and non-negative and every row sums to 1.
+pub fn read_attention_file(path: &Path, device: &Device) -> Result<AttentionStack> {
+    let bad = |message: String| Error::AttentionFile {
+        path: path.to_path_buf(),
+        message,
+    };
+    if !path.is_file() {
+        return Err(bad("there is no such file".into()));
+    }
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let tensor = match extension {
+        "npy" => Tensor::read_npy(path).map_err(|e| bad(e.to_string()))?,
+        "safetensors" => {
+            let mut tensors = candle_core::safetensors::load(path, &Device::Cpu)
+                .map_err(|e| bad(e.to_string()))?;
+            let named = ["attention", "attentions"]
+                .iter()
+                .find_map(|name| tensors.remove(*name));
+            match named {
+                Some(t) => t,
+                None if tensors.len() == 1 => tensors.into_values().next().unwrap(),
+                None => {
+                    let mut names: Vec<_> = tensors.keys().cloned().collect();
+                    names.sort();
+                    return Err(bad(format!(
+                        "it holds {} tensors ({}); save one, or name it \"attention\"",
+                        names.len(),
+                        names.join(", ")
+                    )));
+                }
+            }
+        }
+        _ => {
+            return Err(bad(
+                "the extension is neither .npy nor .safetensors; save the stack with numpy.save or safetensors".into(),
+            ))
+        }
+    };
+    if !matches!(
+        tensor.dtype(),
+        DType::F16 | DType::BF16 | DType::F32 | DType::F64
+    ) {
+        return Err(bad(format!(
+            "it holds {:?} values; attention probabilities are floating point",
+            tensor.dtype()
+        )));
+    }
+    let stack = AttentionStack::new(tensor.to_device(device)?).map_err(|e| match e {
+        Error::Attention(message) => bad(message),
+        other => other,
+    })?;
+    check_probabilities(&stack).map_err(bad)?;
+    Ok(stack)
+}
+
+/// Finite, non-negative, rows summing to 1: anything else is not softmax attention.
+fn check_probabilities(stack: &AttentionStack) -> std::result::Result<(), String> {
+    let values: Vec<f64> = stack
+        .tensor()
+        .to_device(&Device::Cpu)
+        .and_then(|t| t.to_dtype(DType::F64))
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1())
+        .map_err(|e| e.to_string())?;
+    let (heads, n) = (stack.heads(), stack.len());
+    let locate = |index: usize| {
+        let row = index / n;
+        format!(
+            "layer {} head {} row {}",
+            row / (heads * n) + 1,
+            row / n % heads,
+            row % n
+        )
+    };
+    if let Some(index) = values.iter().position(|v| !v.is_finite()) {
+        return Err(format!(
+            "{} holds {}; attention must be finite",
+            locate(index),
+            values[index]
+        ));
+    }
+    if let Some(index) = values.iter().position(|v| *v < 0.0) {
+        return Err(format!(
+            "{} holds the negative value {}; attention probabilities are non-negative",
+            locate(index),
+            values[index]
+        ));
+    }
+    let sums = stack
+        .tensor()
+        .sum(D::Minus1)
+        .and_then(|t| t.to_device(&Device::Cpu))
+        .and_then(|t| t.to_dtype(DType::F64))
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f64>())
+        .map_err(|e| e.to_string())?;
+    if let Some(row) = sums
+        .iter()
+        .position(|s| (s - 1.0).abs() > ROW_SUM_TOLERANCE)
+    {
+        return Err(format!(
+            "{} sums to {} rather than 1 (tolerance {ROW_SUM_TOLERANCE}); save the softmax probabilities, not the scores",
+            locate(row * n),
+            sums[row]
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn save_npy(dir: &Path, t: &Tensor) -> std::path::PathBuf {
+        let path = dir.join("attention.npy");
+        t.write_npy(&path).unwrap();
+        path
+    }
+
+    fn uniform(layers: usize, heads: usize, n: usize) -> Tensor {
+        Tensor::full(1.0 / n as f32, (layers, heads, n, n), &Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn reads_npy_and_safetensors() {
+        let dir = tempfile::tempdir().unwrap();
+        let stack = read_attention_file(&save_npy(dir.path(), &uniform(2, 3, 4)), &Device::Cpu);
+        let stack = stack.unwrap();
+        assert_eq!((stack.layers(), stack.heads(), stack.len()), (2, 3, 4));
+
+        let path = dir.path().join("a.safetensors");
+        let three = uniform(2, 1, 4).squeeze(1).unwrap();
+        candle_core::safetensors::save(&std::collections::HashMap::from([("x", three)]), &path)
+            .unwrap();
+        let stack = read_attention_file(&path, &Device::Cpu).unwrap();
+        assert_eq!((stack.layers(), stack.heads(), stack.len()), (2, 1, 4));
+    }
+
+    #[test]
+    fn refuses_what_is_not_attention() {
+        let dir = tempfile::tempdir().unwrap();
+        let check = |t: Tensor, needle: &str| {
+            let err = read_attention_file(&save_npy(dir.path(), &t), &Device::Cpu).unwrap_err();
+            assert!(err.to_string().contains(needle), "{err}");
+        };
+        check(
+            Tensor::zeros((2, 3), DType::F32, &Device::Cpu).unwrap(),
+            "[2, 3]",
+        );
+        check(
+            Tensor::zeros((2, 1, 3, 4), DType::F32, &Device::Cpu).unwrap(),
+            "[2, 1, 3, 4]",
+        );
+        check(
+            (uniform(1, 2, 3) * 2.0).unwrap(),
+            "layer 1 head 0 row 0 sums to 2",
+        );
+        let mut values = vec![1.0f32 / 3.0; 2 * 9];
+        values[13] = f32::NAN;
+        check(
+            Tensor::from_vec(values, (2, 3, 3), &Device::Cpu).unwrap(),
+            "layer 2 head 0 row 1 holds NaN",
+        );
+        let err = read_attention_file(&dir.path().join("a.txt"), &Device::Cpu).unwrap_err();
+        assert!(err.to_string().contains("no such file"), "{err}");
+    }
+}

@@ -1,0 +1,193 @@
+//! The attention stack `A[l][h][i][j]`, head fusion, and residual augmentation
+//! (Abnar & Zuidema 2020, §2: `Â = (1 - α)·Ā + α·I`), as tensors on the model's device.
+
+mod file;
+mod matrix;
+
+use candle_core::{DType, Device, Tensor, D};
+
+pub use file::read_attention_file;
+pub use matrix::Matrix;
+
+use crate::error::{Error, Result};
+
+/// How the heads of one layer are fused into one matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeadFusion {
+    /// The paper's choice.
+    #[default]
+    Mean,
+    /// Per entry, then each row renormalised to sum to 1.
+    Max,
+    /// Per entry, then each row renormalised to sum to 1.
+    Min,
+}
+
+/// Every layer's attention probabilities for one sentence.
+#[derive(Debug, Clone)]
+pub struct AttentionStack {
+    /// `[layers, heads, n, n]`, f64 (f32 on Metal, which has no f64).
+    tensor: Tensor,
+}
+
+impl AttentionStack {
+    /// From the model's per-layer tensors, each `[1, heads, n, n]`.
+    pub fn from_tensors(attentions: &[Tensor]) -> Result<Self> {
+        Self::new(Tensor::cat(attentions, 0)?)
+    }
+
+    /// From one `[layers, heads, n, n]` tensor; `[layers, n, n]` counts as one head.
+    pub fn new(tensor: Tensor) -> Result<Self> {
+        let dims = tensor.dims().to_vec();
+        let square = dims.len() >= 2 && dims[dims.len() - 1] == dims[dims.len() - 2];
+        if !matches!(dims.len(), 3 | 4) || !square || dims.contains(&0) {
+            return Err(Error::Attention(format!(
+                "expected shape [layers, heads, n, n] or [layers, n, n], got {dims:?}"
+            )));
+        }
+        let tensor = match dims.len() {
+            3 => tensor.unsqueeze(1)?,
+            _ => tensor,
+        };
+        let dtype = compute_dtype(tensor.device());
+        Ok(Self {
+            tensor: tensor.to_dtype(dtype)?.contiguous()?,
+        })
+    }
+
+    /// From a flat row-major `[layers][heads][n][n]` buffer on the host.
+    pub fn from_vec(layers: usize, heads: usize, n: usize, data: Vec<f64>) -> Result<Self> {
+        if data.len() != layers * heads * n * n {
+            return Err(Error::Attention(format!(
+                "{layers} layers, {heads} heads and {n} tokens need {} values, not {}",
+                layers * heads * n * n,
+                data.len()
+            )));
+        }
+        Self::new(Tensor::from_vec(data, (layers, heads, n, n), &Device::Cpu)?)
+    }
+
+    pub fn layers(&self) -> usize {
+        self.tensor.dims()[0]
+    }
+
+    pub fn heads(&self) -> usize {
+        self.tensor.dims()[1]
+    }
+
+    /// The number of tokens.
+    pub fn len(&self) -> usize {
+        self.tensor.dims()[2]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The stack itself, `[layers, heads, n, n]`.
+    pub fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+
+    /// `Ā_l` for every layer: `[layers, n, n]`.
+    pub fn fuse(&self, fusion: HeadFusion) -> Result<Tensor> {
+        Ok(match fusion {
+            HeadFusion::Mean => self.tensor.mean(1)?,
+            HeadFusion::Max => normalise_rows(&self.tensor.max(1)?)?,
+            HeadFusion::Min => normalise_rows(&self.tensor.min(1)?)?,
+        })
+    }
+}
+
+/// f64 wherever the device has it, so that results match the reference to far below
+/// f32 rounding.
+fn compute_dtype(device: &Device) -> DType {
+    if device.is_metal() {
+        DType::F32
+    } else {
+        DType::F64
+    }
+}
+
+/// `fused`: `[layers, n, n]` → `(1 - α)·Ā + α·I` with each row divided by its sum,
+/// `[layers, n, n]`. For row-stochastic input the division changes nothing; for f32
+/// softmax rows that miss 1 by rounding it makes α = 0.5 give exactly the paper's
+/// `(Ā + I) / rowsum`.
+pub fn with_residual(fused: &Tensor, alpha: f64) -> Result<Tensor> {
+    let (_, n, _) = fused.dims3()?;
+    let eye = (Tensor::eye(n, fused.dtype(), fused.device())? * alpha)?;
+    normalise_rows(&(fused * (1.0 - alpha))?.broadcast_add(&eye)?)
+}
+
+/// Divides each row (last dimension) by its sum; rows summing to zero stay zero.
+fn normalise_rows(t: &Tensor) -> Result<Tensor> {
+    let sums = t.sum_keepdim(D::Minus1)?;
+    // A zero row stays zero: divide it by 1 instead of 0.
+    let safe = sums.eq(0.0)?.where_cond(&sums.ones_like()?, &sums)?;
+    Ok(t.broadcast_div(&safe)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_heads() -> AttentionStack {
+        // One layer, two heads, two tokens.
+        let data = vec![0.5, 0.5, 1.0, 0.0, 0.9, 0.1, 0.2, 0.8];
+        AttentionStack::from_vec(1, 2, 2, data).unwrap()
+    }
+
+    fn host(t: &Tensor) -> Vec<f64> {
+        t.flatten_all().unwrap().to_vec1().unwrap()
+    }
+
+    fn assert_close(got: &[f64], want: &[f64]) {
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-15, "{got:?} vs {want:?}");
+        }
+    }
+
+    #[test]
+    fn mean_fusion_averages_heads() {
+        let fused = two_heads().fuse(HeadFusion::Mean).unwrap();
+        assert_eq!(fused.dims(), &[1, 2, 2]);
+        assert_close(&host(&fused), &[0.7, 0.3, 0.6, 0.4]);
+    }
+
+    #[test]
+    fn max_and_min_fusion_renormalise_rows() {
+        let max = two_heads().fuse(HeadFusion::Max).unwrap();
+        assert_close(&host(&max), &[0.9 / 1.4, 0.5 / 1.4, 1.0 / 1.8, 0.8 / 1.8]);
+        let min = two_heads().fuse(HeadFusion::Min).unwrap();
+        assert_close(&host(&min), &[0.5 / 0.6, 0.1 / 0.6, 1.0, 0.0]);
+    }
+
+    #[test]
+    fn residual_matches_the_papers_renormalised_sum() {
+        let a = Tensor::new(&[[[0.7, 0.3], [0.6, 0.4]]], &Device::Cpu).unwrap();
+        let expected = [1.7 / 2.0, 0.3 / 2.0, 0.6 / 2.0, 1.4 / 2.0];
+        let augmented = with_residual(&a, 0.5).unwrap();
+        assert_eq!(augmented.dims(), &[1, 2, 2]);
+        assert_close(&host(&augmented), &expected);
+        let matrix = Matrix {
+            n: 2,
+            data: vec![0.7, 0.3, 0.6, 0.4],
+        };
+        assert_close(&matrix.with_residual(0.5).data, &expected);
+    }
+
+    #[test]
+    fn reads_model_tensors_in_layer_head_order() {
+        let device = Device::Cpu;
+        let layer = |v: f32| Tensor::full(v, (1, 3, 2, 2), &device).unwrap();
+        let stack = AttentionStack::from_tensors(&[layer(0.25), layer(0.5)]).unwrap();
+        assert_eq!((stack.layers(), stack.heads(), stack.len()), (2, 3, 2));
+        assert_eq!(stack.tensor().dtype(), DType::F64);
+        assert!(AttentionStack::from_vec(1, 1, 2, vec![0.0; 3]).is_err());
+        let three = Tensor::zeros((2, 3, 3), DType::F32, &device).unwrap();
+        assert_eq!(AttentionStack::new(three).unwrap().heads(), 1);
+        let ragged = Tensor::zeros((2, 3, 4), DType::F32, &device).unwrap();
+        assert!(AttentionStack::new(ragged).is_err());
+    }
+}

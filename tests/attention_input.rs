@@ -1,0 +1,234 @@
+//! `--attention FILE`: attention saved by another framework, explained without a model.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use bert_explain::Report;
+use candle_core::{Device, Tensor};
+use common::{bin, fixture, repo};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct AttentionFixture {
+    tokens: Vec<String>,
+    target: usize,
+    attention: Vec<Vec<Vec<Vec<f64>>>>,
+}
+
+/// The reference's own attention for a tiny-model case, as a `[L, H, n, n]` f32 tensor
+/// (the precision it was computed in) and its tokens.
+fn reference_attention(name: &str) -> (Tensor, AttentionFixture) {
+    let path = repo().join(format!("tests/fixtures/attention/{name}.json"));
+    let fixture: AttentionFixture =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let a = &fixture.attention;
+    let dims = (a.len(), a[0].len(), a[0][0].len(), a[0][0].len());
+    let flat: Vec<f32> = a
+        .iter()
+        .flatten()
+        .flatten()
+        .flatten()
+        .map(|&v| v as f32)
+        .collect();
+    (Tensor::from_vec(flat, dims, &Device::Cpu).unwrap(), fixture)
+}
+
+fn run(args: &[&str]) -> Report {
+    let output = bin().args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn assert_rows_close(got: &[Vec<f64>], want: &[Vec<f64>], tolerance: f64) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g.len(), w.len());
+        for (a, b) in g.iter().zip(w) {
+            assert!((a - b).abs() <= tolerance, "{a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn npy_stack_gives_the_reference_maps_without_a_model() {
+    let (attention, fixture) = reference_attention("modern-author");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("attention.npy");
+    attention.write_npy(&file).unwrap();
+    let tokens = fixture.tokens.join(" ");
+    let report = run(&["--attention", arg(&file), "--tokens", &tokens, "--json"]);
+    let want = common::fixture("modern-author");
+    assert_eq!(
+        report.target.index, fixture.target,
+        "the [MASK] among --tokens"
+    );
+    assert_eq!(report.tokens, want.tokens);
+    assert_eq!((report.layers, report.heads), (want.layers, want.heads));
+    assert!(report.prediction.is_none());
+    assert_eq!(report.model, file.display().to_string());
+    // The same attention as the reference's, so only f64 rounding separates them.
+    for (got, want) in [
+        (&report.relevance.raw, &want.relevance.raw),
+        (&report.relevance.rollout, &want.relevance.rollout),
+        (&report.relevance.flow, &want.relevance.flow),
+    ] {
+        assert_rows_close(got, want, 1e-9);
+    }
+}
+
+#[test]
+fn fused_safetensors_stack_with_a_target_and_default_tokens() {
+    let (attention, fixture) = reference_attention("legacy-his-target");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fused.safetensors");
+    // [L, n, n]: the heads already averaged, as a framework might save them.
+    let fused = attention.mean(1).unwrap();
+    candle_core::safetensors::save(
+        &std::collections::HashMap::from([("attention", fused)]),
+        &file,
+    )
+    .unwrap();
+    let target = fixture.target.to_string();
+    let report = run(&["--attention", arg(&file), "--target", &target, "--json"]);
+    let n = fixture.tokens.len();
+    assert_eq!(
+        report.tokens,
+        (0..n).map(|i| i.to_string()).collect::<Vec<_>>()
+    );
+    assert_eq!(report.heads, 1);
+    let want = fixture_relevance("legacy-his-target");
+    assert_rows_close(&report.relevance.flow, &want.flow, 1e-6);
+    assert_rows_close(&report.relevance.rollout, &want.rollout, 1e-6);
+}
+
+fn fixture_relevance(name: &str) -> bert_explain::Relevance {
+    fixture(name).relevance
+}
+
+#[test]
+fn all_positions_holds_every_source_and_agrees_with_the_target_rows() {
+    let (attention, fixture) = reference_attention("encoder-flowers");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.npy");
+    attention.write_npy(&file).unwrap();
+    let report = run(&[
+        "--attention",
+        arg(&file),
+        "--target",
+        "3",
+        "--all-positions",
+        "--json",
+    ]);
+    let all = report.all_positions.expect("all_positions in the report");
+    let (layers, n) = (report.layers, fixture.tokens.len());
+    for maps in [&all.rollout, &all.flow] {
+        assert_eq!(maps.len(), layers);
+        assert!(maps
+            .iter()
+            .all(|m| m.len() == n && m.iter().all(|r| r.len() == n)));
+        for row in maps.iter().flatten() {
+            assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        }
+    }
+    for l in 0..layers {
+        assert_eq!(all.flow[l][3], report.relevance.flow[l]);
+        assert_rows_close(
+            &[all.rollout[l][3].clone()],
+            &[report.relevance.rollout[l].clone()],
+            1e-15,
+        );
+    }
+}
+
+/// Writes `values` with `dims` as .npy and returns the path.
+fn npy(dir: &Path, values: Vec<f32>, dims: &[usize]) -> PathBuf {
+    let path = dir.join(format!("bad-{}.npy", values.len()));
+    Tensor::from_vec(values, dims, &Device::Cpu)
+        .unwrap()
+        .write_npy(&path)
+        .unwrap();
+    path
+}
+
+fn fails(args: &[&str], status: i32, needle: &str) {
+    let output = bin().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(status), "{args:?}: {stderr}");
+    assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn bad_attention_files_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrong_shape = npy(dir.path(), vec![0.5; 12], &[2, 2, 3]);
+    fails(
+        &["--attention", arg(&wrong_shape), "--target", "0"],
+        1,
+        "[2, 2, 3]",
+    );
+    let mut values = vec![0.5f32; 8];
+    values[5] = f32::INFINITY;
+    let infinite = npy(dir.path(), values, &[2, 2, 2]);
+    fails(
+        &["--attention", arg(&infinite), "--target", "0"],
+        1,
+        "layer 2 head 0 row 0 holds inf",
+    );
+    let scores = npy(dir.path(), vec![0.6; 18], &[2, 3, 3]);
+    fails(
+        &["--attention", arg(&scores), "--target", "0"],
+        1,
+        "sums to 1.8",
+    );
+    let good = npy(dir.path(), vec![0.5; 4], &[1, 2, 2]);
+    fails(
+        &[
+            "--attention",
+            arg(&good),
+            "--tokens",
+            "a b c",
+            "--target",
+            "0",
+        ],
+        2,
+        "3 tokens",
+    );
+    fails(&["--attention", arg(&good)], 2, "--target");
+    fails(
+        &["--attention", arg(&good), "--target", "2"],
+        2,
+        "out of range",
+    );
+    fails(
+        &[
+            "--attention",
+            arg(&dir.path().join("none.npy")),
+            "--target",
+            "0",
+        ],
+        1,
+        "no such file",
+    );
+    let text = dir.path().join("a.txt");
+    std::fs::write(&text, "0.5").unwrap();
+    fails(
+        &["--attention", arg(&text), "--target", "0"],
+        1,
+        "neither .npy nor .safetensors",
+    );
+    fails(
+        &["--attention", arg(&good), "a sentence [MASK]"],
+        2,
+        "cannot be used with",
+    );
+}
