@@ -58,15 +58,25 @@ fn terminal_report_shows_the_reference_numbers() {
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("p({}) = ", c.word)))
             .unwrap_or_else(|| panic!("no p({}) in {stdout}", c.word));
-        assert!(close(line.rsplit(' ').next().unwrap(), c.probability), "{line}");
+        assert!(
+            close(line.rsplit(' ').next().unwrap(), c.probability),
+            "{line}"
+        );
     }
     let last = want.layers - 1;
     for (j, token) in want.tokens.iter().enumerate() {
         let row = stdout
             .lines()
-            .find(|l| l.split_whitespace().take(2).eq([j.to_string().as_str(), token]))
+            .find(|l| {
+                l.split_whitespace()
+                    .take(2)
+                    .eq([j.to_string().as_str(), token])
+            })
             .unwrap_or_else(|| panic!("no row for token {j} {token} in {stdout}"));
-        let numbers: Vec<&str> = row.split_whitespace().filter(|w| w.starts_with("0.")).collect();
+        let numbers: Vec<&str> = row
+            .split_whitespace()
+            .filter(|w| w.starts_with("0."))
+            .collect();
         let r = &want.relevance;
         let expected = [r.raw[last][j], r.rollout[last][j], r.flow[last][j]];
         assert_eq!(numbers.len(), 3, "row {row:?}");
