@@ -1,14 +1,17 @@
 //! The `bert-explain` command: arguments in, a report out.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use bert_explain::{
-    attention::read_attention_file, device, explain::explain_attention, DeviceChoice, Error,
-    ExplainOptions, Explainer, HeadFusion, Json, ModelSource, RelevanceOptions, Renderer, Report,
-    Terminal,
+    attention::read_attention_file,
+    device,
+    explain::explain_attention,
+    report::{Colour, Format, OutputFile, View},
+    DeviceChoice, Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource,
+    RelevanceOptions, Renderer, Report, Terminal,
 };
 use clap::{Parser, ValueEnum};
 
@@ -74,6 +77,40 @@ struct Args {
     /// Where the model runs.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     device: DeviceArg,
+
+    /// Also write the paper's figure (raw, rollout and flow heatmaps and the prediction):
+    /// PATH ending in .svg or .png; may be given more than once.
+    #[arg(long, value_name = "PATH", value_parser = figure_path)]
+    figure: Vec<PathBuf>,
+
+    /// Also write a self-contained interactive HTML report to PATH (.html).
+    #[arg(long, value_name = "PATH", value_parser = html_path)]
+    html: Option<PathBuf>,
+
+    /// Leave [CLS], [SEP] and punctuation out of every output (JSON too) and renormalise
+    /// each layer over the remaining tokens.
+    #[arg(long)]
+    hide_special: bool,
+
+    /// Colour the --layers grids: auto (when stdout is a terminal and NO_COLOR is unset),
+    /// always or never.
+    #[arg(long, value_enum, default_value_t = ColorArg::Auto, value_name = "WHEN")]
+    color: ColorArg,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ColorArg {
+    Auto,
+    Always,
+    Never,
+}
+
+fn figure_path(text: &str) -> Result<PathBuf, String> {
+    Format::of_figure(Path::new(text)).map(|_| PathBuf::from(text))
+}
+
+fn html_path(text: &str) -> Result<PathBuf, String> {
+    Format::of_html(Path::new(text)).map(|_| PathBuf::from(text))
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -131,23 +168,61 @@ fn run(args: &Args) -> anyhow::Result<()> {
         },
         all_positions: args.all_positions,
     };
+    let files = output_files(args)?;
     let report = match (&args.attention, &args.text) {
         (Some(file), _) => explain_file(file, args.tokens.as_deref(), &device, &options)?,
         (None, Some(text)) => explain_text(args, text, &device, &options)?,
         (None, None) => unreachable!("clap requires the text unless --attention is given"),
+    };
+    let view = match args.hide_special {
+        true => View::hide_special(report),
+        false => View::full(report),
+    };
+    for file in files {
+        let path = file.path().display().to_string();
+        file.finish(&view)
+            .with_context(|| format!("cannot write {path}"))?;
+        eprintln!("Wrote {path}");
+    }
+    let stdout = std::io::stdout();
+    let env = |name: &str| std::env::var(name).ok();
+    let colour = match args.color {
+        ColorArg::Auto => Colour::detect(stdout.is_terminal(), env),
+        ColorArg::Always => Colour::depth(env),
+        ColorArg::Never => Colour::Plain,
     };
     let renderer: Box<dyn Renderer> = if args.json {
         Box::new(Json)
     } else {
         Box::new(Terminal {
             all_layers: args.layers,
+            colour,
         })
     };
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = stdout.lock();
     renderer
-        .render(&report, &mut stdout)
+        .render(&view, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("cannot write the report to stdout")
+}
+
+/// The --figure and --html files, created (empty, hidden, temporary) before the model runs
+/// so that a bad path fails at once; each appears under its name only once written.
+fn output_files(args: &Args) -> anyhow::Result<Vec<OutputFile>> {
+    let figures = args.figure.iter().map(|p| (p, Format::of_figure(p)));
+    let html = args.html.iter().map(|p| (p, Format::of_html(p)));
+    figures
+        .chain(html)
+        .map(|(path, format)| {
+            let format = format.map_err(anyhow::Error::msg)?;
+            OutputFile::create(path, format).with_context(|| {
+                format!(
+                    "cannot create {}: check that its folder exists and that you may write there",
+                    path.display()
+                )
+            })
+        })
+        .collect()
 }
 
 fn explain_text(

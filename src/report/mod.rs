@@ -1,14 +1,28 @@
-//! The report (SPEC §4) and the renderers that print it, one file per format.
+//! The report (SPEC §4) and the renderers that print it, one file per format: terminal,
+//! JSON, the SVG and PNG figure, and the HTML page. Every renderer draws a [`View`] of the
+//! report, so whatever a report can hold (no prediction, `--attention` input,
+//! `all_positions`, hidden tokens) shows the same way in every format.
 
+pub mod colour;
+mod html;
 mod json;
+mod output;
+mod png;
+mod svg;
 mod terminal;
+mod view;
 
 use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
+pub use html::Html;
 pub use json::Json;
-pub use terminal::Terminal;
+pub use output::{Format, OutputFile};
+pub use png::{rasterise, Png};
+pub use svg::{figure, Svg};
+pub use terminal::{Colour, Terminal};
+pub use view::{is_special, View};
 
 use crate::relevance::{AllPositions, Relevance};
 
@@ -53,5 +67,14 @@ pub struct WordProbability {
 
 /// A way of printing a report.
 pub trait Renderer {
-    fn render(&self, report: &Report, out: &mut dyn Write) -> std::io::Result<()>;
+    fn render(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()>;
+}
+
+/// Four decimals, or three significant digits below 0.001 where decimals would show 0.
+pub(crate) fn probability(p: f64) -> String {
+    if p >= 1e-3 || p == 0.0 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.2e}")
+    }
 }

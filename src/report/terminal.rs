@@ -1,22 +1,56 @@
 //! The human-readable report: the prediction, then each token's relevance as a table with
-//! bars (last layer), or the whole layer × token grid for each method.
+//! bars (last layer), or the whole layer × token grid for each method as coloured cells.
 
 use std::io::Write;
 
-use super::{Renderer, Report};
+use super::colour::{is_dark, ramp, scale_max};
+use super::{probability, Renderer, Report, View};
 
 const BAR_WIDTH: usize = 12;
 const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
 
-/// Plain text for a terminal.
+/// Text for a terminal.
 pub struct Terminal {
     /// Print every layer rather than the last one only.
     pub all_layers: bool,
+    /// How the layer × token grids show relevance besides the numbers.
+    pub colour: Colour,
+}
+
+/// How grid cells are shaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Colour {
+    /// A shade character after each number (`░▒▓█`): pipes, files, NO_COLOR.
+    Plain,
+    /// Background colours from the 256-colour palette.
+    Ansi256,
+    /// 24-bit background colours.
+    TrueColour,
+}
+
+impl Colour {
+    /// Colour for a terminal, plain otherwise or when NO_COLOR is set (and not empty);
+    /// 24-bit where COLORTERM says `truecolor` or `24bit`. `env` looks up a variable.
+    pub fn detect(is_terminal: bool, env: impl Fn(&str) -> Option<String>) -> Self {
+        let no_color = env("NO_COLOR").is_some_and(|v| !v.is_empty());
+        if !is_terminal || no_color {
+            return Self::Plain;
+        }
+        Self::depth(env)
+    }
+
+    /// The richest colour the terminal claims (COLORTERM), for `--color always`.
+    pub fn depth(env: impl Fn(&str) -> Option<String>) -> Self {
+        match env("COLORTERM").as_deref() {
+            Some("truecolor" | "24bit") => Self::TrueColour,
+            _ => Self::Ansi256,
+        }
+    }
 }
 
 impl Renderer for Terminal {
-    fn render(&self, report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-        let target = &report.target;
+    fn render(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()> {
+        let report = &view.report;
         writeln!(
             out,
             "{} on {}: {} layers × {} heads, {} tokens, explaining position {} {}",
@@ -24,19 +58,27 @@ impl Renderer for Terminal {
             report.device,
             report.layers,
             report.heads,
-            report.tokens.len(),
-            target.index,
-            target.token
+            view.positions.len() + view.hidden.as_ref().map_or(0, Vec::len),
+            view.target_position(),
+            report.target.token
         )?;
+        if let Some(hidden) = view.hidden.as_ref().filter(|h| !h.is_empty()) {
+            let tokens: Vec<&str> = hidden.iter().map(|t| t.token.as_str()).collect();
+            writeln!(
+                out,
+                "Left out: {} (each layer renormalised over the other tokens)",
+                tokens.join(" ")
+            )?;
+        }
         writeln!(out)?;
         write_prediction(report, out)?;
         if self.all_layers {
-            write_grids(report, out)?;
+            self.write_grids(view, out)?;
         } else {
             writeln!(out)?;
-            write_last_layer(report, out)?;
+            write_last_layer(view, out)?;
         }
-        write_all_positions(report, out)
+        self.write_all_positions(view, out)
     }
 }
 
@@ -67,7 +109,8 @@ fn write_prediction(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
     Ok(())
 }
 
-fn write_last_layer(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+fn write_last_layer(view: &View, out: &mut dyn Write) -> std::io::Result<()> {
+    let report = &view.report;
     let last = report.layers.saturating_sub(1);
     let methods = methods(report);
     writeln!(
@@ -86,7 +129,8 @@ fn write_last_layer(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
         .map(|(_, rows)| rows[last].iter().cloned().fold(0.0, f64::max))
         .collect();
     for (j, token) in report.tokens.iter().enumerate() {
-        let mut line = format!("  {j:>3}  {token:<width$}");
+        let position = view.positions[j];
+        let mut line = format!("  {position:>3}  {token:<width$}");
         for ((_, rows), max) in methods.iter().zip(&maxima) {
             let value = rows[last][j];
             line += &format!("  {value:.4} {:<BAR_WIDTH$}", bar(value, *max));
@@ -96,74 +140,124 @@ fn write_last_layer(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
     Ok(())
 }
 
-fn write_grids(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-    for (name, rows) in methods(report) {
-        let title = format!("{name}: layer × token, last layer on top");
-        let labelled: Vec<(String, &Vec<f64>)> = rows
-            .iter()
-            .enumerate()
-            .rev()
-            .map(|(l, row)| ((l + 1).to_string(), row))
-            .collect();
-        write_grid(report, out, &title, "layer", &labelled)?;
+impl Terminal {
+    /// Each method's layer × token grid, last layer on top, on one scale for all three.
+    fn write_grids(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()> {
+        let max = scale_max(view);
+        for (name, rows) in methods(&view.report) {
+            let title = format!("{name}: layer × token, last layer on top");
+            let labelled: Vec<(String, &Vec<f64>)> = rows
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(l, row)| ((l + 1).to_string(), row))
+                .collect();
+            self.write_grid(&view.report, out, &title, "layer", &labelled, max)?;
+        }
+        if self.colour == Colour::Plain {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "Shades: ' ' < {:.4} ≤ ░ < {:.4} ≤ ▒ < {:.4} ≤ ▓ < {:.4} ≤ █ (of {max:.4})",
+                max / 8.0,
+                max * 3.0 / 8.0,
+                max * 5.0 / 8.0,
+                max * 7.0 / 8.0
+            )?;
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-/// With `--all-positions`: the last layer's maps from every position.
-fn write_all_positions(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-    let Some(all) = &report.all_positions else {
-        return Ok(());
-    };
-    for (name, maps) in [("rollout", &all.rollout), ("flow", &all.flow)] {
-        let Some(last) = maps.last() else { continue };
-        let title = format!(
-            "{name} from every position, layer {}: rows are positions, columns input tokens",
-            maps.len()
-        );
-        let labelled: Vec<(String, &Vec<f64>)> = report
-            .tokens
-            .iter()
-            .zip(last)
-            .map(|(token, row)| (token.clone(), row))
-            .collect();
-        write_grid(report, out, &title, "from", &labelled)?;
+    /// With `--all-positions`: the last layer's maps from every position.
+    fn write_all_positions(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()> {
+        let report = &view.report;
+        let Some(all) = &report.all_positions else {
+            return Ok(());
+        };
+        for (name, maps) in [("rollout", &all.rollout), ("flow", &all.flow)] {
+            let Some(last) = maps.last() else { continue };
+            let title = format!(
+                "{name} from every position, layer {}: rows are positions, columns input tokens",
+                maps.len()
+            );
+            let labelled: Vec<(String, &Vec<f64>)> = report
+                .tokens
+                .iter()
+                .zip(last)
+                .map(|(token, row)| (token.clone(), row))
+                .collect();
+            let max = last.iter().flatten().copied().fold(0.0, f64::max);
+            self.write_grid(report, out, &title, "from", &labelled, max)?;
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-fn write_grid(
-    report: &Report,
-    out: &mut dyn Write,
-    title: &str,
-    corner: &str,
-    rows: &[(String, &Vec<f64>)],
-) -> std::io::Result<()> {
-    let width = token_width(report).max(6);
-    writeln!(out)?;
-    writeln!(out, "{title}")?;
-    write!(out, "  {:>width$}", corner)?;
-    for token in &report.tokens {
-        write!(out, " {:>width$}", clip(token, width))?;
-    }
-    writeln!(out)?;
-    for (label, row) in rows {
-        write!(out, "  {:>width$}", clip(label, width))?;
-        for value in row.iter() {
-            write!(out, " {value:>width$.4}")?;
+    /// A grid of numbers, each cell shaded by its value on the scale 0 … `max`.
+    fn write_grid(
+        &self,
+        report: &Report,
+        out: &mut dyn Write,
+        title: &str,
+        corner: &str,
+        rows: &[(String, &Vec<f64>)],
+        max: f64,
+    ) -> std::io::Result<()> {
+        let width = token_width(report).max(6);
+        writeln!(out)?;
+        writeln!(out, "{title}")?;
+        write!(out, "  {:>width$}", corner)?;
+        for token in &report.tokens {
+            write!(out, " {:>width$} ", clip(token, width))?;
         }
         writeln!(out)?;
+        for (label, row) in rows {
+            write!(out, "  {:>width$}", clip(label, width))?;
+            for &value in row.iter() {
+                let t = if max > 0.0 { value / max } else { 0.0 };
+                write!(out, "{}", self.cell(value, t, width))?;
+            }
+            writeln!(out)?;
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// One cell, `width + 2` columns wide: the value on its colour, or followed by a shade.
+    fn cell(&self, value: f64, t: f64, width: usize) -> String {
+        let rgb = ramp(t);
+        let fg256 = if is_dark(rgb) { 231 } else { 16 };
+        let [r, g, b] = rgb;
+        match self.colour {
+            Colour::Plain => format!(" {value:>width$.4}{}", shade(t)),
+            Colour::TrueColour => {
+                let [fr, fg, fb] = if is_dark(rgb) { [255; 3] } else { [0; 3] };
+                format!("\x1b[48;2;{r};{g};{b};38;2;{fr};{fg};{fb}m {value:>width$.4} \x1b[0m")
+            }
+            Colour::Ansi256 => {
+                format!(
+                    "\x1b[48;5;{};38;5;{fg256}m {value:>width$.4} \x1b[0m",
+                    ansi256(rgb)
+                )
+            }
+        }
+    }
 }
 
-/// Four decimals, or three significant digits below 0.001 where decimals would show 0.
-fn probability(p: f64) -> String {
-    if p >= 1e-3 || p == 0.0 {
-        format!("{p:.4}")
-    } else {
-        format!("{p:.2e}")
-    }
+/// A shade for `t` in [0, 1], in five steps.
+fn shade(t: f64) -> char {
+    const SHADES: [char; 5] = [' ', '░', '▒', '▓', '█'];
+    let t = if t.is_nan() { 0.0 } else { t.clamp(0.0, 1.0) };
+    SHADES[(t * 4.0).round() as usize]
+}
+
+/// The nearest colour of the xterm 6 × 6 × 6 cube.
+fn ansi256(rgb: [u8; 3]) -> u8 {
+    const LEVELS: [u8; 6] = [0, 95, 135, 175, 215, 255];
+    let [r, g, b] = rgb.map(|c| {
+        (0..6)
+            .min_by_key(|&i| (LEVELS[i] as i32 - c as i32).abs())
+            .unwrap_or(0) as u8
+    });
+    16 + 36 * r + 6 * g + b
 }
 
 fn methods(report: &Report) -> [(&'static str, &Vec<Vec<f64>>); 3] {
@@ -216,5 +310,37 @@ mod tests {
     fn long_tokens_are_clipped() {
         assert_eq!(clip("backache", 6), "backa…");
         assert_eq!(clip("book", 6), "book");
+    }
+
+    #[test]
+    fn colour_follows_the_terminal_and_no_color() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(Colour::detect(false, env(&[])), Colour::Plain);
+        assert_eq!(Colour::detect(true, env(&[])), Colour::Ansi256);
+        let truecolor = &[("COLORTERM", "truecolor")];
+        assert_eq!(Colour::detect(true, env(truecolor)), Colour::TrueColour);
+        let no_color = &[("COLORTERM", "24bit"), ("NO_COLOR", "1")];
+        assert_eq!(Colour::detect(true, env(no_color)), Colour::Plain);
+        assert_eq!(
+            Colour::detect(true, env(&[("NO_COLOR", "")])),
+            Colour::Ansi256
+        );
+    }
+
+    #[test]
+    fn shades_and_palette() {
+        assert_eq!(
+            [0.0, 0.2, 0.5, 0.8, 1.0].map(shade),
+            [' ', '░', '▒', '▓', '█']
+        );
+        assert_eq!(ansi256([0, 0, 0]), 16);
+        assert_eq!(ansi256([255, 255, 255]), 231);
+        assert_eq!(ansi256([0x08, 0x1d, 0x58]), 17);
     }
 }

@@ -1,0 +1,113 @@
+//! One self-contained HTML page: the report inlined as JSON, the styles and the script
+//! inline, no network requests. The sentence is shaded by relevance, with a method switch,
+//! a layer slider, the three heatmaps (values on hover) and the prediction.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::colour::{scale_max, RAMP};
+use super::svg::esc;
+use super::{Renderer, View};
+
+const CSS: &str = include_str!("html/page.css");
+const SCRIPT: &str = include_str!("html/page.js");
+
+/// Prints the HTML page.
+pub struct Html;
+
+/// What the page's script reads.
+#[derive(Serialize)]
+struct PageData<'a> {
+    report: &'a View,
+    /// Position in the model's input of each shown token.
+    positions: &'a [usize],
+    ramp: &'a [[u8; 3]],
+    #[serde(rename = "scaleMax")]
+    scale_max: f64,
+}
+
+impl Renderer for Html {
+    fn render(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()> {
+        let data = PageData {
+            report: view,
+            positions: &view.positions,
+            ramp: &RAMP,
+            scale_max: scale_max(view),
+        };
+        let json = script_safe(&serde_json::to_string(&data)?);
+        let r = &view.report;
+        let title = esc(&format!(
+            "bert-explain: {} at position {}",
+            r.model,
+            view.target_position()
+        ));
+        write!(
+            out,
+            r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="bert-explain {version}">
+<title>{title}</title>
+<link rel="icon" href="data:,">
+<style>
+{CSS}</style>
+</head>
+<body>
+<header>
+<h1>What the model looked at</h1>
+<p class="meta" id="meta"></p>
+<p class="note" id="hidden-note"></p>
+</header>
+<section id="controls">
+<fieldset id="method"><legend>Method</legend></fieldset>
+<label for="layer">Layer <input type="range" id="layer" min="1" step="1"> <output id="layer-value"></output></label>
+</section>
+<section>
+<p class="note" id="selection"></p>
+<div id="sentence"></div>
+</section>
+<section class="columns">
+<div id="ranking"><h2>Most relevant tokens</h2><ol></ol></div>
+<div id="prediction"><h2>Prediction</h2></div>
+</section>
+<section>
+<h2>Layer × token, last layer on top</h2>
+<div id="heatmaps"></div>
+<p id="legend"></p>
+</section>
+<noscript>This page draws the report with JavaScript; the data is in the script element below.</noscript>
+<script type="application/json" id="report-data">{json}</script>
+<script>
+{SCRIPT}</script>
+</body>
+</html>
+"#,
+            version = env!("CARGO_PKG_VERSION"),
+        )
+    }
+}
+
+/// JSON that cannot end the script element or open a comment: `<`, `>` and `&` only occur
+/// inside JSON strings, where their \u escapes mean the same.
+fn script_safe(json: &str) -> String {
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_json_cannot_close_the_script() {
+        let json = serde_json::to_string("</script><!--&").unwrap();
+        let safe = script_safe(&json);
+        assert!(!safe.contains('<') && !safe.contains('>'));
+        let back: String = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, "</script><!--&");
+    }
+}

@@ -1,0 +1,174 @@
+// bert-explain HTML report: everything is drawn from the JSON report inlined in the page.
+"use strict";
+
+const data = JSON.parse(document.getElementById("report-data").textContent);
+const report = data.report;
+const METHODS = ["raw", "rollout", "flow"];
+const NAMES = { raw: "Raw attention", rollout: "Attention rollout", flow: "Attention flow" };
+const state = { method: "flow", layer: report.layers };
+
+function el(tag, attributes, text) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes || {})) node.setAttribute(key, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// The shared ramp of the figure and the terminal, t in [0, 1].
+function colour(t) {
+  const ramp = data.ramp;
+  const x = Math.min(Math.max(Number.isFinite(t) ? t : 0, 0), 1) * (ramp.length - 1);
+  const i = Math.min(Math.floor(x), ramp.length - 2);
+  const f = x - i;
+  return ramp[i].map((a, c) => Math.round(a + (ramp[i + 1][c] - a) * f));
+}
+const css = (c) => `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+const isDark = (c) => 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2] < 140;
+const fixed = (v) => v.toFixed(4);
+const probability = (p) => (p >= 1e-3 || p === 0 ? p.toFixed(4) : p.toExponential(2));
+
+function header() {
+  const t = report.target;
+  document.getElementById("meta").textContent =
+    `${report.model} on ${report.device} · ${report.layers} layers × ${report.heads} heads · ` +
+    `explaining position ${data.positions[t.index]} “${t.token}”`;
+  const note = document.getElementById("hidden-note");
+  if (report.hidden && report.hidden.length > 0) {
+    note.textContent = `Left out: ${report.hidden.map((h) => h.token).join(" ")}; ` +
+      "each layer is renormalised over the other tokens.";
+  } else {
+    note.remove();
+  }
+}
+
+function controls() {
+  const methods = document.getElementById("method");
+  for (const m of METHODS) {
+    const input = el("input", { type: "radio", name: "method", value: m, id: `method-${m}` });
+    input.checked = m === state.method;
+    input.addEventListener("change", () => { state.method = m; update(); });
+    const label = el("label", { for: `method-${m}` });
+    label.append(input, ` ${m}`);
+    methods.append(label);
+  }
+  const slider = document.getElementById("layer");
+  slider.max = String(report.layers);
+  slider.value = String(state.layer);
+  slider.addEventListener("input", () => { state.layer = Number(slider.value); update(); });
+}
+
+function sentence() {
+  const box = document.getElementById("sentence");
+  report.tokens.forEach((token, j) => {
+    const span = el("span", { class: "token", "data-index": String(j) }, token);
+    if (j === report.target.index) span.classList.add("target");
+    box.append(span);
+  });
+}
+
+function prediction() {
+  const box = document.getElementById("prediction");
+  const p = report.prediction;
+  if (!p) {
+    box.append(el("p", { class: "note", id: "no-prediction" },
+      "Unavailable: this report has no masked-LM output (the checkpoint has no masked-LM " +
+      "head, or the attention was read from a file)."));
+    return;
+  }
+  const all = p.candidates.concat(p.top);
+  const max = Math.max(...all.map((w) => w.probability), 1e-12);
+  const table = el("table", { class: "bars" });
+  for (const [title, words, kind] of [["candidates", p.candidates, ""], ["top", p.top, "top"]]) {
+    if (words.length === 0) continue;
+    const head = table.insertRow();
+    head.append(el("th", { colspan: "3" }, title === "top" ? `top ${words.length}` : title));
+    for (const w of words) {
+      const row = table.insertRow();
+      row.append(el("td", { class: "word" }, w.word));
+      const cell = el("td");
+      const bar = el("div", { class: `bar ${kind}`, title: `p(${w.word}) = ${w.probability}` });
+      bar.style.width = `${Math.round((w.probability / max) * 160)}px`;
+      cell.append(bar);
+      row.append(cell, el("td", {}, probability(w.probability)));
+    }
+  }
+  box.append(table);
+}
+
+function heatmaps() {
+  const box = document.getElementById("heatmaps");
+  for (const m of METHODS) {
+    const rows = report.relevance[m];
+    const table = el("table", { class: "heatmap", "data-method": m });
+    table.append(el("caption", {}, NAMES[m]));
+    const head = el("thead");
+    const names = head.insertRow();
+    names.append(el("th", {}, ""));
+    report.tokens.forEach((token, j) => {
+      names.append(el("th", j === report.target.index ? { class: "target" } : {}, token));
+    });
+    table.append(head);
+    const body = el("tbody");
+    for (let l = rows.length - 1; l >= 0; l--) {
+      const row = body.insertRow();
+      row.dataset.layer = String(l + 1);
+      row.append(el("th", {}, String(l + 1)));
+      rows[l].forEach((value, j) => {
+        const c = colour(value / data.scaleMax);
+        const cell = el("td", {
+          class: "cell",
+          title: `${NAMES[m]}, layer ${l + 1}, ${report.tokens[j]}: ${fixed(value)}`,
+        });
+        cell.style.background = css(c);
+        cell.addEventListener("click", () => {
+          state.method = m;
+          state.layer = l + 1;
+          document.getElementById(`method-${m}`).checked = true;
+          document.getElementById("layer").value = String(l + 1);
+          update();
+        });
+        row.append(cell);
+      });
+    }
+    table.append(body);
+    box.append(table);
+  }
+  const legend = document.getElementById("legend");
+  const stops = data.ramp.map((c, i) => `${css(c)} ${(100 * i) / (data.ramp.length - 1)}%`);
+  const ramp = el("span", { class: "ramp" });
+  ramp.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
+  legend.append(el("span", {}, "0"), ramp, el("span", {}, fixed(data.scaleMax)),
+    el("span", {}, "· one scale for all three maps; hover a cell for its value, click to select it"));
+}
+
+// Shades the sentence and ranks the tokens for the chosen method and layer.
+function update() {
+  const row = report.relevance[state.method][state.layer - 1];
+  const max = Math.max(...row, 1e-12);
+  document.querySelectorAll("#sentence .token").forEach((span, j) => {
+    const c = colour(row[j] / max);
+    span.style.background = css(c);
+    span.style.color = isDark(c) ? "#fff" : "#000";
+    span.title = `${NAMES[state.method]}, layer ${state.layer}: ${fixed(row[j])}`;
+  });
+  document.getElementById("layer-value").textContent = `${state.layer} of ${report.layers}`;
+  document.getElementById("selection").textContent =
+    `${NAMES[state.method]}, layer ${state.layer} (shaded relative to the most relevant token)`;
+  const ranked = row.map((v, j) => [v, j]).sort((a, b) => b[0] - a[0]).slice(0, 5);
+  const list = document.querySelector("#ranking ol");
+  list.replaceChildren(...ranked.map(([v, j]) => el("li", {}, `${report.tokens[j]} ${fixed(v)}`)));
+  document.querySelectorAll("table.heatmap").forEach((table) => {
+    table.classList.toggle("selected", table.dataset.method === state.method);
+    table.querySelectorAll("tbody tr").forEach((tr) => {
+      tr.classList.toggle("selected", Number(tr.dataset.layer) === state.layer);
+    });
+  });
+}
+
+header();
+controls();
+sentence();
+prediction();
+heatmaps();
+update();
+document.body.dataset.ready = "true";

@@ -1,0 +1,139 @@
+//! What the renderers draw: a report, or with `--hide-special` the same report without
+//! [CLS], [SEP] and punctuation, each row renormalised over the tokens that remain
+//! (rollout piles relevance on those tokens; Abnar & Zuidema 2020, §4).
+
+use serde::Serialize;
+
+use super::{Report, Target};
+
+/// A report as displayed. `report.tokens` and every relevance row hold the shown tokens
+/// only; `positions[k]` is the position in the model's input of shown token k.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct View {
+    #[serde(flatten)]
+    pub report: Report,
+    /// With `--hide-special`: the left-out positions and their tokens (JSON: `"hidden"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<Vec<Target>>,
+    #[serde(skip)]
+    pub positions: Vec<usize>,
+}
+
+impl View {
+    /// Every token, as computed.
+    pub fn full(report: Report) -> Self {
+        let positions = (0..report.tokens.len()).collect();
+        Self {
+            report,
+            hidden: None,
+            positions,
+        }
+    }
+
+    /// Without special tokens and punctuation; the target is always kept. Each layer's row
+    /// is divided by its sum over the kept tokens (rows that sum to 0 stay 0). The target's
+    /// `index` becomes its index among the kept tokens, so `tokens[target.index]` still
+    /// names it; `positions` maps back to the model's input.
+    pub fn hide_special(report: Report) -> Self {
+        let target = report.target.index;
+        let (kept, hidden): (Vec<usize>, Vec<usize>) =
+            (0..report.tokens.len()).partition(|&j| j == target || !is_special(&report.tokens[j]));
+        let hidden = hidden
+            .into_iter()
+            .map(|index| Target {
+                index,
+                token: report.tokens[index].clone(),
+            })
+            .collect();
+        let rows = |maps: &[Vec<f64>]| -> Vec<Vec<f64>> {
+            maps.iter().map(|row| renormalised(row, &kept)).collect()
+        };
+        let mut shown = report.clone();
+        shown.tokens = kept.iter().map(|&j| report.tokens[j].clone()).collect();
+        shown.target.index = kept.iter().position(|&j| j == target).unwrap_or(0);
+        let r = &report.relevance;
+        shown.relevance.raw = rows(&r.raw);
+        shown.relevance.rollout = rows(&r.rollout);
+        shown.relevance.flow = rows(&r.flow);
+        if let (Some(all), Some(out)) = (&report.all_positions, &mut shown.all_positions) {
+            // Rows are source positions: keep the kept ones, then their kept columns.
+            let square = |maps: &[Vec<Vec<f64>>]| -> Vec<Vec<Vec<f64>>> {
+                let from_kept = |layer: &Vec<Vec<f64>>| -> Vec<Vec<f64>> {
+                    kept.iter().map(|&i| layer[i].clone()).collect()
+                };
+                maps.iter().map(|layer| rows(&from_kept(layer))).collect()
+            };
+            out.rollout = square(&all.rollout);
+            out.flow = square(&all.flow);
+        }
+        Self {
+            report: shown,
+            hidden: Some(hidden),
+            positions: kept,
+        }
+    }
+
+    /// The position in the model's input of the target.
+    pub fn target_position(&self) -> usize {
+        self.positions[self.report.target.index]
+    }
+}
+
+/// [CLS], [SEP], [PAD], <s>, </s> and tokens made only of punctuation (also as a
+/// continuation piece, `##.`).
+pub fn is_special(token: &str) -> bool {
+    const SPECIAL: [&str; 5] = ["[CLS]", "[SEP]", "[PAD]", "<s>", "</s>"];
+    if SPECIAL.contains(&token) {
+        return true;
+    }
+    let word = token.strip_prefix("##").unwrap_or(token);
+    !word.is_empty() && word.chars().all(is_punctuation)
+}
+
+fn is_punctuation(c: char) -> bool {
+    c.is_ascii_punctuation()
+        || matches!(
+            c,
+            '¡' | '¿'
+                | '«'
+                | '»'
+                | '‘'
+                | '’'
+                | '‚'
+                | '“'
+                | '”'
+                | '„'
+                | '–'
+                | '—'
+                | '…'
+                | '·'
+        )
+}
+
+fn renormalised(row: &[f64], kept: &[usize]) -> Vec<f64> {
+    let sum: f64 = kept.iter().map(|&j| row[j]).sum();
+    kept.iter()
+        .map(|&j| if sum > 0.0 { row[j] / sum } else { 0.0 })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn special_tokens_and_punctuation() {
+        for token in ["[CLS]", "[SEP]", ".", ",", "##.", "?!", "…", "\""] {
+            assert!(is_special(token), "{token}");
+        }
+        for token in ["[MASK]", "[UNK]", "his", "##s", "3", "don", "##"] {
+            assert!(!is_special(token), "{token}");
+        }
+    }
+
+    #[test]
+    fn rows_are_renormalised_over_the_kept_tokens() {
+        assert_eq!(renormalised(&[0.5, 0.1, 0.3, 0.1], &[1, 2]), [0.25, 0.75]);
+        assert_eq!(renormalised(&[1.0, 0.0], &[1]), [0.0]);
+    }
+}

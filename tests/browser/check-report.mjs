@@ -1,0 +1,92 @@
+// Opens a bert-explain HTML report in headless Chromium (Debian's /usr/bin/chromium, driven
+// by playwright-core) and checks that it works offline: no console errors, no network
+// requests, moving the layer slider changes the shading of the sentence, switching the
+// method changes it again, and the heatmap cells carry their values. Writes a screenshot.
+//
+// Usage: node check-report.mjs REPORT.html SCREENSHOT.png
+// Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { chromium } from "playwright-core";
+
+const [page_path, screenshot] = process.argv.slice(2);
+if (!page_path || !screenshot) {
+  console.error("usage: node check-report.mjs REPORT.html SCREENSHOT.png");
+  process.exit(2);
+}
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const profile = mkdtempSync(join(tmpdir(), "bert-explain-chromium-"));
+const failures = [];
+const check = (ok, message) => { if (!ok) failures.push(message); };
+
+// A fresh profile each run (playwright passes it as --user-data-dir).
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath,
+  headless: true,
+  viewport: { width: 1280, height: 900 },
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+let seen = {};
+try {
+  const page = await browser.newPage();
+  const url = pathToFileURL(resolve(page_path)).href;
+  const errors = [];
+  const requests = [];
+  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") errors.push(`console ${m.type()}: ${m.text()}`); });
+  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+  page.on("request", (r) => { if (r.url() !== url && !r.url().startsWith("data:")) requests.push(r.url()); });
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("body[data-ready=true]", { timeout: 10000 });
+
+  const shading = () => page.$$eval("#sentence .token", (spans) =>
+    spans.map((s) => getComputedStyle(s).backgroundColor));
+  const report = await page.evaluate(() => JSON.parse(document.getElementById("report-data").textContent).report);
+  const layers = report.layers;
+  const n = report.tokens.length;
+
+  const initial = await shading();
+  check(initial.length === n, `${initial.length} sentence tokens, want ${n}`);
+  check(new Set(initial).size > 1, "the sentence is not shaded");
+
+  const slider = page.locator("#layer");
+  check(await slider.getAttribute("max") === String(layers), "the slider does not span the layers");
+  await slider.fill("1");
+  const afterSlider = await shading();
+  check(JSON.stringify(afterSlider) !== JSON.stringify(initial), "moving the slider to layer 1 did not change the shading");
+  check((await page.textContent("#layer-value")).startsWith("1 of"), "the slider's value is not shown");
+
+  await page.check("#method-raw");
+  const afterMethod = await shading();
+  check(JSON.stringify(afterMethod) !== JSON.stringify(afterSlider), "switching to raw attention did not change the shading");
+  check(await page.$eval("table.heatmap.selected", (t) => t.dataset.method) === "raw", "the raw heatmap is not marked as selected");
+
+  const cells = await page.$$eval("table.heatmap td.cell", (tds) => tds.map((td) => td.title));
+  check(cells.length === 3 * layers * n, `${cells.length} heatmap cells, want ${3 * layers * n}`);
+  const first = await page.locator("table.heatmap[data-method=flow] tbody tr:last-child td.cell").first();
+  await first.hover();
+  const title = await first.getAttribute("title");
+  const want = report.relevance.flow[0][0].toFixed(4);
+  check(title && title.endsWith(`: ${want}`), `flow layer 1 token 0 says ${JSON.stringify(title)}, want the value ${want}`);
+
+  const prediction = report.prediction
+    ? await page.locator("#prediction .bars tr").count()
+    : await page.locator("#no-prediction").count();
+  check(prediction > 0, "the prediction (or why it is unavailable) is missing");
+
+  await page.screenshot({ path: screenshot, fullPage: true });
+  check(errors.length === 0, `console errors: ${errors.join("; ")}`);
+  check(requests.length === 0, `network requests: ${requests.join(", ")}`);
+  seen = { tokens: n, layers, initial, afterSlider, afterMethod, cells: cells.length, errors, requests, screenshot };
+} catch (e) {
+  failures.push(`browser check crashed: ${e.stack || e}`);
+} finally {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+console.log(JSON.stringify({ ok: failures.length === 0, failures, ...seen }));
+process.exit(failures.length === 0 ? 0 : 1);
