@@ -49,6 +49,19 @@ impl Format {
     }
 }
 
+/// tempfile names its random temporary file in errors; the user only knows their own path.
+fn without_temp_path(error: io::Error) -> io::Error {
+    let os = error
+        .get_ref()
+        .and_then(|inner| inner.source())
+        .and_then(|source| source.downcast_ref::<io::Error>())
+        .and_then(io::Error::raw_os_error);
+    match os {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::from(error.kind()),
+    }
+}
+
 fn extension(path: &Path) -> Option<String> {
     Some(path.extension()?.to_str()?.to_ascii_lowercase())
 }
@@ -79,7 +92,7 @@ impl OutputFile {
             use std::os::unix::fs::PermissionsExt;
             builder.permissions(std::fs::Permissions::from_mode(0o666));
         }
-        let temp = builder.tempfile_in(folder)?;
+        let temp = builder.tempfile_in(folder).map_err(without_temp_path)?;
         Ok(Self {
             path: path.to_path_buf(),
             format,

@@ -205,11 +205,11 @@ impl Terminal {
         let width = token_width(report).max(6);
         writeln!(out)?;
         writeln!(out, "{title}")?;
-        write!(out, "  {:>width$}", corner)?;
+        let mut header = format!("  {corner:>width$}");
         for token in &report.tokens {
-            write!(out, " {:>width$} ", clip(token, width))?;
+            header += &format!(" {:>width$} ", clip(token, width));
         }
-        writeln!(out)?;
+        writeln!(out, "{}", header.trim_end())?;
         for (label, row) in rows {
             write!(out, "  {:>width$}", clip(label, width))?;
             for &value in row.iter() {

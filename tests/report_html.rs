@@ -1,0 +1,141 @@
+//! `--html` in a real browser: tests/browser/check-report.mjs opens the page in headless
+//! Chromium (playwright-core) and checks that it loads offline without console errors, that
+//! the layer slider and the method switch change the shading, and writes a screenshot to
+//! target/tmp/report-html/. Set up with scripts/setup-browser.sh; the test fails when the
+//! browser is missing unless BERT_EXPLAIN_SKIP_BROWSER=1.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use candle_core::{Device, Tensor};
+use common::{bin, repo};
+use serde::Deserialize;
+
+/// Why the browser check cannot run, if it cannot.
+fn missing_browser() -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !Path::new(&chromium).exists() {
+        return Some(format!("{chromium} does not exist"));
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        return Some("node is not on PATH".into());
+    }
+    let playwright = repo().join("tests/browser/node_modules/playwright-core");
+    if !playwright.exists() {
+        return Some(format!("{} is missing", playwright.display()));
+    }
+    None
+}
+
+/// Whether to go on: panics when the browser is missing, unless skipping is asked for.
+fn browser_available() -> bool {
+    let Some(reason) = missing_browser() else {
+        return true;
+    };
+    if std::env::var("BERT_EXPLAIN_SKIP_BROWSER").is_ok_and(|v| v == "1") {
+        eprintln!("skipped: the HTML report is not checked in Chromium ({reason}; BERT_EXPLAIN_SKIP_BROWSER=1)");
+        return false;
+    }
+    panic!(
+        "cannot check the HTML report in Chromium: {reason}. Run scripts/setup-browser.sh \
+         (apt-get install chromium, npm ci in tests/browser), or set BERT_EXPLAIN_SKIP_BROWSER=1 \
+         to skip this test"
+    );
+}
+
+fn out_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes the page with `args`, then checks it in Chromium; returns the screenshot's path.
+fn check_in_browser(name: &str, args: &[&str]) -> PathBuf {
+    let dir = out_dir();
+    let page = dir.join(format!("{name}.html"));
+    let output = bin().args(args).arg("--html").arg(&page).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let screenshot = dir.join(format!("{name}.png"));
+    let _ = std::fs::remove_file(&screenshot);
+    let result = Command::new("node")
+        .arg(repo().join("tests/browser/check-report.mjs"))
+        .arg(&page)
+        .arg(&screenshot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(
+        result.status.success(),
+        "{name}: the browser check failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let size = std::fs::metadata(&screenshot).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 10_000, "{name}: screenshot of {size} bytes");
+    eprintln!("{name}: screenshot {}", screenshot.display());
+    screenshot
+}
+
+#[test]
+fn page_with_a_prediction_works_in_chromium() {
+    if !browser_available() {
+        return;
+    }
+    let model = repo().join("models/tiny-bert-modern");
+    check_in_browser(
+        "modern-author",
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "The author talked to Sara about [MASK] book",
+        ],
+    );
+}
+
+#[derive(Deserialize)]
+struct AttentionFixture {
+    tokens: Vec<String>,
+    attention: Vec<Vec<Vec<Vec<f64>>>>,
+}
+
+/// `--attention` input (no prediction) with `--hide-special` and `--all-positions`.
+#[test]
+fn page_from_an_attention_file_works_in_chromium() {
+    if !browser_available() {
+        return;
+    }
+    let path = repo().join("tests/fixtures/attention/encoder-flowers.json");
+    let fixture: AttentionFixture =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let a = &fixture.attention;
+    let dims = (a.len(), a[0].len(), a[0][0].len(), a[0][0].len());
+    let flat: Vec<f32> = a
+        .iter()
+        .flatten()
+        .flatten()
+        .flatten()
+        .map(|&v| v as f32)
+        .collect();
+    let file = out_dir().join("encoder-flowers.npy");
+    Tensor::from_vec(flat, dims, &Device::Cpu)
+        .unwrap()
+        .write_npy(&file)
+        .unwrap();
+    let tokens = fixture.tokens.join(" ");
+    check_in_browser(
+        "attention-file-hidden",
+        &[
+            "--attention",
+            file.to_str().unwrap(),
+            "--tokens",
+            &tokens,
+            "--hide-special",
+            "--all-positions",
+        ],
+    );
+}
