@@ -273,13 +273,9 @@ fn chart(svg: &mut String, view: &View, at: &Layout) {
         GRID_TOP - 12
     );
     let Some(prediction) = &view.report.prediction else {
-        for (i, line) in [
-            "Unavailable: this report",
-            "has no masked-LM output",
-            "(no MLM head)",
-        ]
-        .iter()
-        .enumerate()
+        for (i, line) in ["Unavailable: this report", "has no masked-LM output."]
+            .iter()
+            .enumerate()
         {
             let _ = writeln!(
                 svg,

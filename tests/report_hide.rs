@@ -1,0 +1,84 @@
+//! `--hide-special`: [CLS], [SEP] and punctuation leave every output, JSON included, and
+//! each layer is renormalised over the tokens that remain.
+
+mod common;
+
+use bert_explain::Report;
+use common::{bin, repo};
+use serde_json::Value;
+
+const SENTENCE: &str = "The author, talked to Sara about [MASK] book.";
+
+fn run(args: &[&str]) -> Value {
+    let output = bin()
+        .arg("--model")
+        .arg(repo().join("models/tiny-bert-modern"))
+        .args(["--json", "--all-positions", SENTENCE])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn json_lists_kept_tokens_and_the_hidden_positions() {
+    let full = run(&[]);
+    let shown = run(&["--hide-special"]);
+    assert!(
+        full.get("hidden").is_none(),
+        "additive: absent without the flag"
+    );
+    let hidden: Vec<(u64, &str)> = shown["hidden"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["index"].as_u64().unwrap(), h["token"].as_str().unwrap()))
+        .collect();
+    assert_eq!(hidden, [(0, "[CLS]"), (3, ","), (10, "."), (11, "[SEP]")]);
+
+    let full: Report = serde_json::from_value(full).unwrap();
+    let shown: Report = serde_json::from_value(shown).unwrap();
+    let kept: Vec<usize> = [1, 2, 4, 5, 6, 7, 8, 9].into();
+    let tokens: Vec<&String> = kept.iter().map(|&j| &full.tokens[j]).collect();
+    assert_eq!(shown.tokens.iter().collect::<Vec<_>>(), tokens);
+    assert_eq!(shown.tokens[shown.target.index], "[MASK]");
+    assert_eq!(shown.target.token, "[MASK]");
+    assert_eq!(shown.prediction, full.prediction);
+
+    let methods = |r: &Report| {
+        [
+            r.relevance.raw.clone(),
+            r.relevance.rollout.clone(),
+            r.relevance.flow.clone(),
+        ]
+    };
+    for (got, all) in methods(&shown).iter().zip(methods(&full)) {
+        assert_eq!(got.len(), full.layers);
+        for (row, all_row) in got.iter().zip(&all) {
+            let sum: f64 = kept.iter().map(|&j| all_row[j]).sum();
+            assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{row:?}");
+            for (value, &j) in row.iter().zip(&kept) {
+                assert!((value - all_row[j] / sum).abs() < 1e-12);
+            }
+        }
+    }
+    let all = shown.all_positions.unwrap();
+    assert_eq!(all.flow.len(), full.layers);
+    assert!(all
+        .flow
+        .iter()
+        .all(|layer| layer.len() == kept.len() && layer.iter().all(|row| row.len() == kept.len())));
+}
+
+#[test]
+fn a_special_target_stays() {
+    let shown: Report = serde_json::from_value(run(&["--hide-special", "--target", "0"])).unwrap();
+    assert_eq!(shown.target.index, 0);
+    assert_eq!(shown.tokens[0], "[CLS]");
+    assert_eq!(shown.tokens.len(), 9);
+}
