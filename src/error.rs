@@ -51,7 +51,7 @@ pub enum Error {
     #[error("cannot read {path}: {message}; check that it is a valid BERT config.json")]
     Config { path: PathBuf, message: String },
 
-    #[error("{path} describes a {found:?} model, but bert-explain explains BERT models (model_type \"bert\"); pick a BERT checkpoint")]
+    #[error("{path} describes a {found:?} model, but bert-explain explains BERT models (model_type \"bert\") and GPT-2 models (\"gpt2\"); pick one of those")]
     UnsupportedArchitecture { path: PathBuf, found: String },
 
     #[error("cannot read the weights in {path}: {message}; the file may be truncated or corrupt, so download it again")]
@@ -93,6 +93,14 @@ pub enum Error {
     #[error("{0}")]
     Device(String),
 
+    #[error("{what} needs a checkpoint with a masked-LM head (cls.predictions.*), and {model} has none; use a masked-LM checkpoint such as bert-base-uncased")]
+    NeedsMlmHead { what: &'static str, model: String },
+
+    #[error(
+        "the vocabulary has no {0} token, which blank-out needs; choose the other blank token"
+    )]
+    NoBlankToken(&'static str),
+
     #[error("the attention stack is not usable: {0}")]
     Attention(String),
 
@@ -104,6 +112,32 @@ pub enum Error {
 
     #[error("--attention needs --target INDEX (or a single [MASK] among --tokens) to know which position to explain")]
     NoTargetForAttention,
+
+    #[error(
+        "the prompt is empty; give the text to continue, e.g. \"The author talked to Sara about\""
+    )]
+    EmptyPrompt,
+
+    #[error(
+        "--generate 0 asks for no new tokens; give the number of tokens to generate (at least 1)"
+    )]
+    NothingToGenerate,
+
+    #[error("the prompt encodes to {len} tokens but the model's context holds only {max}; shorten the prompt")]
+    PromptTooLong { len: usize, max: usize },
+
+    #[error("the prompt ({prompt} tokens) plus --generate {generate} is more than the model's context of {max} tokens; generate at most {} tokens or shorten the prompt", max.saturating_sub(*prompt))]
+    GenerationTooLong {
+        prompt: usize,
+        generate: usize,
+        max: usize,
+    },
+
+    #[error("{path} describes a {found:?} model, but generation needs a causal language model (model_type \"gpt2\"); pick a GPT-2 checkpoint")]
+    NotCausal { path: PathBuf, found: String },
+
+    #[error("{option} applies to causal language models (GPT-2), but {model} is a BERT model; leave {option} out, or pass a GPT-2 checkpoint with --model")]
+    CausalOptionForBert { option: String, model: String },
 
     #[error("the tensor computation failed: {0}")]
     Candle(#[from] candle_core::Error),
@@ -127,6 +161,11 @@ impl Error {
                 | Error::TextTooLong { .. }
                 | Error::TokenCount { .. }
                 | Error::NoTargetForAttention
+                | Error::EmptyPrompt
+                | Error::NothingToGenerate
+                | Error::PromptTooLong { .. }
+                | Error::GenerationTooLong { .. }
+                | Error::CausalOptionForBert { .. }
         )
     }
 }

@@ -7,6 +7,8 @@ use crate::attention::AttentionStack;
 use crate::checkpoint::{BertConfig, CheckpointFiles, ModelSource};
 use crate::device::device_name;
 use crate::error::{Error, Result};
+use crate::evaluate::Evaluation;
+use crate::importance::{importance, Blank, ImportanceQuery};
 use crate::model::BertForMaskedLm;
 use crate::relevance::{AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report, Target, WordProbability};
@@ -24,6 +26,16 @@ pub struct ExplainOptions {
     pub relevance: RelevanceOptions,
     /// Also compute rollout and flow from every position.
     pub all_positions: bool,
+    /// Also score each token's importance and correlate the maps with the scores.
+    pub evaluate: Option<EvaluateOptions>,
+}
+
+/// What `--evaluate` scores.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EvaluateOptions {
+    /// The word whose probability is explained (one wordpiece); `None`: the top prediction.
+    pub word: Option<String>,
+    pub blank: Blank,
 }
 
 impl Default for ExplainOptions {
@@ -34,6 +46,7 @@ impl Default for ExplainOptions {
             top_k: 5,
             relevance: RelevanceOptions::default(),
             all_positions: false,
+            evaluate: None,
         }
     }
 }
@@ -97,16 +110,60 @@ impl Explainer {
         let input = Tensor::new(encoding.ids.as_slice(), &self.device)?.unsqueeze(0)?;
         let output = self.model.forward(&input, target)?;
         let stack = AttentionStack::from_tensors(&output.attentions)?;
-        let prediction = match output.logits {
-            Some(logits) => Some(self.predict(&logits, &candidates, options.top_k)?),
+        let logits = output.logits.map(|l| l.squeeze(0)).transpose()?;
+        let prediction = match &logits {
+            Some(logits) => Some(self.predict(logits, &candidates, options.top_k)?),
             None => None,
+        };
+        let importance = match (&options.evaluate, &logits) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Error::NeedsMlmHead {
+                    what: "--evaluate",
+                    model: self.name.clone(),
+                })
+            }
+            (Some(evaluate), Some(logits)) => {
+                let query = self.importance_query(evaluate, logits)?;
+                Some(importance(&self.model, &encoding.ids, target, &query)?)
+            }
         };
         let source = Source {
             model: &self.name,
             device: &self.device,
             tokens: encoding.tokens,
         };
-        assemble(source, &stack, target, prediction, options)
+        let mut report = assemble(source, &stack, target, prediction, options)?;
+        report.evaluation = importance
+            .as_ref()
+            .map(|scores| Evaluation::compute(&report.relevance, scores));
+        report.importance = importance;
+        Ok(report)
+    }
+
+    /// The word to score (the given one, else the top prediction) and the blank's id.
+    fn importance_query(
+        &self,
+        evaluate: &EvaluateOptions,
+        logits: &Tensor,
+    ) -> Result<ImportanceQuery> {
+        let (word, id) = match &evaluate.word {
+            Some(word) => (word.clone(), self.tokenizer.single_piece(word)?),
+            None => {
+                let id = logits.argmax(0)?.to_scalar::<u32>()?;
+                (self.tokenizer.token(id), id)
+            }
+        };
+        let blank_id = self
+            .tokenizer
+            .token_id(evaluate.blank.token())
+            .ok_or(Error::NoBlankToken(evaluate.blank.token()))?;
+        Ok(ImportanceQuery {
+            word,
+            id,
+            blank: evaluate.blank,
+            blank_id,
+        })
     }
 
     fn candidate_ids(&self, words: &[String]) -> Result<Vec<(String, u32)>> {
@@ -219,6 +276,8 @@ fn assemble(
         heads: stack.heads(),
         relevance: graph.relevance(target)?,
         all_positions,
+        importance: None,
+        evaluation: None,
     })
 }
 

@@ -110,7 +110,12 @@ impl TextTokenizer {
 
     /// The id of [MASK], if the vocabulary has one.
     pub fn mask_id(&self) -> Option<u32> {
-        self.inner.token_to_id("[MASK]")
+        self.token_id("[MASK]")
+    }
+
+    /// The id of a vocabulary entry such as `[UNK]`.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
     }
 }
 

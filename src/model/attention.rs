@@ -1,9 +1,9 @@
 //! Multi-head self-attention that hands back its softmax probabilities.
 
 use candle_core::{Module, Tensor, D};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::Linear;
 
-use super::embeddings::load_layer_norm;
+use super::norm::LayerNorm;
 use crate::checkpoint::{BertConfig, WeightPath};
 use crate::error::Result;
 
@@ -20,9 +20,9 @@ pub struct Attention {
 
 /// What one attention block computes.
 pub struct AttentionOutput {
-    /// `[1, n, hidden]`, after the residual connection and LayerNorm.
+    /// `[b, n, hidden]`, after the residual connection and LayerNorm.
     pub hidden: Tensor,
-    /// `[1, heads, n, n]`: row i is the softmax over the positions that i attends to.
+    /// `[b, heads, n, n]`: row i is the softmax over the positions that i attends to.
     pub probs: Tensor,
 }
 
@@ -36,13 +36,13 @@ impl Attention {
             key: load_linear(&this.pp("key"), hidden, hidden)?,
             value: load_linear(&this.pp("value"), hidden, hidden)?,
             output: load_linear(&out.pp("dense"), hidden, hidden)?,
-            layer_norm: load_layer_norm(&out.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
+            layer_norm: LayerNorm::load(&out.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
             heads: config.num_attention_heads,
             head_size: config.head_size(),
         })
     }
 
-    /// `x`: `[1, n, hidden]`. No padding mask: the one sentence fills every position.
+    /// `x`: `[b, n, hidden]`. No padding mask: every sequence fills all n positions.
     pub fn forward(&self, x: &Tensor) -> Result<AttentionOutput> {
         let (batch, n, hidden) = x.dims3()?;
         let split = |t: Tensor| -> Result<Tensor> {

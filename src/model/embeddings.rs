@@ -1,8 +1,9 @@
 //! BERT's input embeddings: word + position + token type, then LayerNorm.
 
 use candle_core::{Module, Tensor};
-use candle_nn::{Embedding, LayerNorm};
+use candle_nn::Embedding;
 
+use super::norm::LayerNorm;
 use crate::checkpoint::{BertConfig, WeightPath};
 use crate::error::Result;
 
@@ -25,7 +26,7 @@ impl Embeddings {
             word: table("word_embeddings", config.vocab_size)?,
             position: table("position_embeddings", config.max_position_embeddings)?,
             token_type: table("token_type_embeddings", config.type_vocab_size)?,
-            layer_norm: load_layer_norm(&vb.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
+            layer_norm: LayerNorm::load(&vb.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
         })
     }
 
@@ -34,26 +35,21 @@ impl Embeddings {
         self.word.embeddings()
     }
 
-    /// `input_ids`: `[1, n]` u32 → `[1, n, hidden]`, one sentence of token type 0.
-    pub fn forward(&self, input_ids: &Tensor) -> Result<Tensor> {
-        let (_, n) = input_ids.dims2()?;
-        let device = input_ids.device();
+    /// `input_ids`: `[b, n]` u32 → the word embeddings alone, `[b, n, hidden]`.
+    pub fn words(&self, input_ids: &Tensor) -> Result<Tensor> {
+        Ok(self.word.forward(input_ids)?)
+    }
+
+    /// `words`: `[b, n, hidden]` (from [`Self::words`], or any input embeddings) → the
+    /// layer input, `[b, n, hidden]`: plus positions and token type 0, then LayerNorm.
+    pub fn forward(&self, words: &Tensor) -> Result<Tensor> {
+        let (_, n, _) = words.dims3()?;
+        let device = words.device();
         let positions = Tensor::arange(0u32, n as u32, device)?.unsqueeze(0)?;
         let types = positions.zeros_like()?;
-        let sum = self
-            .word
-            .forward(input_ids)?
-            .add(&self.position.forward(&positions)?)?
-            .add(&self.token_type.forward(&types)?)?;
-        Ok(self.layer_norm.forward(&sum)?)
+        let sum = words
+            .broadcast_add(&self.position.forward(&positions)?)?
+            .broadcast_add(&self.token_type.forward(&types)?)?;
+        self.layer_norm.forward(&sum)
     }
-}
-
-/// A `LayerNorm` with `weight` and `bias` of width `size`.
-pub fn load_layer_norm(vb: &WeightPath, size: usize, eps: f64) -> Result<LayerNorm> {
-    Ok(LayerNorm::new(
-        vb.get("weight", &[size])?,
-        vb.get("bias", &[size])?,
-        eps,
-    ))
 }

@@ -1,11 +1,11 @@
 //! The masked-LM head: transform, LayerNorm, and the decoder onto the vocabulary.
 
 use candle_core::{Module, Tensor};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::Linear;
 
 use super::attention::load_linear;
-use super::embeddings::load_layer_norm;
 use super::layer::activate;
+use super::norm::LayerNorm;
 use crate::checkpoint::{Activation, BertConfig, WeightPath};
 use crate::error::Result;
 
@@ -42,13 +42,13 @@ impl MlmHead {
         };
         Ok(Self {
             dense: load_linear(&transform.pp("dense"), hidden, hidden)?,
-            layer_norm: load_layer_norm(&transform.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
+            layer_norm: LayerNorm::load(&transform.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
             decoder: Linear::new(weight, Some(bias)),
             activation: config.hidden_act,
         })
     }
 
-    /// `hidden`: `[m, hidden]` → logits `[m, vocab]`.
+    /// `hidden`: `[b, hidden]` → logits `[b, vocab]`.
     pub fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
         let x = activate(self.activation, &self.dense.forward(hidden)?)?;
         Ok(self.decoder.forward(&self.layer_norm.forward(&x)?)?)

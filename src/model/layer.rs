@@ -1,10 +1,10 @@
 //! One encoder layer: attention, then the feed-forward block, each with residual and LayerNorm.
 
 use candle_core::{Module, Tensor};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::Linear;
 
 use super::attention::{load_linear, Attention};
-use super::embeddings::load_layer_norm;
+use super::norm::LayerNorm;
 use crate::checkpoint::{Activation, BertConfig, WeightPath};
 use crate::error::Result;
 
@@ -24,7 +24,7 @@ impl Layer {
             attention: Attention::load(&vb.pp("attention"), config)?,
             intermediate: load_linear(&vb.pp("intermediate").pp("dense"), hidden, inner)?,
             output: load_linear(&vb.pp("output").pp("dense"), inner, hidden)?,
-            layer_norm: load_layer_norm(
+            layer_norm: LayerNorm::load(
                 &vb.pp("output").pp("LayerNorm"),
                 hidden,
                 config.layer_norm_eps,
@@ -33,7 +33,7 @@ impl Layer {
         })
     }
 
-    /// `x`: `[1, n, hidden]` → (`[1, n, hidden]`, attention probabilities `[1, heads, n, n]`).
+    /// `x`: `[b, n, hidden]` → (`[b, n, hidden]`, attention probabilities `[b, heads, n, n]`).
     pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {
         let attended = self.attention.forward(x)?;
         let inner = activate(

@@ -5,6 +5,7 @@ mod attention;
 mod embeddings;
 mod head;
 mod layer;
+mod norm;
 
 use candle_core::{IndexOp, Tensor};
 
@@ -21,11 +22,11 @@ pub struct BertForMaskedLm {
     head: Option<MlmHead>,
 }
 
-/// What one forward pass yields.
+/// What one forward pass over a batch of b sequences yields.
 pub struct MaskedLmOutput {
-    /// `[vocab]`: the MLM logits at the target position; `None` without an MLM head.
+    /// `[b, vocab]`: the MLM logits at the target position; `None` without an MLM head.
     pub logits: Option<Tensor>,
-    /// One `[1, heads, n, n]` tensor per layer, first layer first.
+    /// One `[b, heads, n, n]` tensor per layer, first layer first.
     pub attentions: Vec<Tensor>,
 }
 
@@ -50,14 +51,31 @@ impl BertForMaskedLm {
         })
     }
 
+    /// The device the weights live on.
+    pub fn device(&self) -> &candle_core::Device {
+        self.embeddings.word_table().device()
+    }
+
     /// Whether predictions are available.
     pub fn has_mlm_head(&self) -> bool {
         self.head.is_some()
     }
 
-    /// `input_ids`: `[1, n]` u32; `target` < n is where the logits are taken.
+    /// `input_ids`: `[b, n]` u32 → the word embeddings, `[b, n, hidden]`, the input that
+    /// gradients are taken with respect to.
+    pub fn embed_words(&self, input_ids: &Tensor) -> Result<Tensor> {
+        self.embeddings.words(input_ids)
+    }
+
+    /// `input_ids`: `[b, n]` u32, each sequence filling all n positions (no padding);
+    /// `target` < n is where the logits are taken.
     pub fn forward(&self, input_ids: &Tensor, target: usize) -> Result<MaskedLmOutput> {
-        let mut hidden = self.embeddings.forward(input_ids)?;
+        self.forward_words(&self.embed_words(input_ids)?, target)
+    }
+
+    /// The same from word embeddings `[b, n, hidden]`, so that gradients can reach them.
+    pub fn forward_words(&self, words: &Tensor, target: usize) -> Result<MaskedLmOutput> {
+        let mut hidden = self.embeddings.forward(words)?;
         let mut attentions = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
             let (next, probs) = layer.forward(&hidden)?;
@@ -65,10 +83,7 @@ impl BertForMaskedLm {
             attentions.push(probs);
         }
         let logits = match &self.head {
-            Some(head) => Some(
-                head.forward(&hidden.i((0, target..target + 1))?)?
-                    .squeeze(0)?,
-            ),
+            Some(head) => Some(head.forward(&hidden.i((.., target, ..))?)?),
             None => None,
         };
         Ok(MaskedLmOutput { logits, attentions })

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Independent reference for bert-explain's importance scores and --evaluate (issue 5).
+
+For a local masked-LM checkpoint, a text and a target position t, with w the top predicted
+word at t (or --word), computes in float32 with PyTorch:
+
+  gradient_norm[j]     ‖∂p(w)/∂e_j‖₂, e_j the word embedding of input token j
+                       (the inputs_embeds that BertEmbeddings adds positions to)
+  gradient_x_input[j]  Σ_d (∂p(w)/∂e_j)_d · (e_j)_d
+  blank_out[j]         p(w) − p(w | token j replaced by [UNK], or [MASK] with --blank mask)
+
+and, given the reference report for the same case (reference.py), the Spearman correlation
+(scipy.stats.spearmanr) of each method's relevance per layer with each score (None where a
+side is constant). Never uses any Rust code.
+
+Usage: importance.py --model DIR --text TEXT [--target I] [--word W] [--blank unk|mask]
+                     [--report REPORT.json] [--out FILE]
+"""
+
+import argparse
+import json
+import sys
+
+import reference as ref
+
+
+def importance(model_dir, text, target=None, word=None, blank="unk"):
+    import torch
+
+    tok = ref.load_tokenizer(model_dir)
+    enc = ref.encode(tok, text)
+    ids = enc["input_ids"]
+    n = ids.shape[1]
+    model, has_head = ref.load_model(model_dir)
+    if not has_head:
+        ref.fail(f"{model_dir} has no masked-LM head; importance scores need one")
+    if target is None:
+        masks = [i for i, x in enumerate(ids[0].tolist()) if x == tok.mask_token_id]
+        if len(masks) != 1:
+            ref.fail("give exactly one [MASK] or --target")
+        target = masks[0]
+
+    embeddings = model.get_input_embeddings()
+    words = embeddings(ids).detach().clone().requires_grad_(True)
+    extra = {"token_type_ids": enc["token_type_ids"], "attention_mask": enc["attention_mask"]}
+    probs = torch.softmax(model(inputs_embeds=words, **extra).logits[0, target], dim=-1)
+    if word is None:
+        wid = int(torch.argmax(probs))
+    else:
+        pieces = tok.tokenize(word)
+        if len(pieces) != 1:
+            ref.fail(f"{word!r} is not one wordpiece: {pieces}")
+        wid = int(tok.convert_tokens_to_ids(pieces[0]))
+    p = probs[wid]
+    p.backward()
+    grad = words.grad[0]
+    gradient_norm = grad.norm(dim=-1)
+    gradient_x_input = (grad * words[0].detach()).sum(dim=-1)
+
+    blank_id = tok.unk_token_id if blank == "unk" else tok.mask_token_id
+    drops = []
+    with torch.no_grad():
+        for j in range(n):
+            blanked = ids.clone()
+            blanked[0, j] = blank_id
+            q = torch.softmax(model(input_ids=blanked, **extra).logits[0, target], dim=-1)[wid]
+            drops.append(float(p.detach()) - float(q))
+    return {
+        "word": tok.convert_ids_to_tokens(wid),
+        "id": wid,
+        "probability": float(p.detach()),
+        "blank_token": tok.convert_ids_to_tokens(blank_id),
+        "gradient_norm": [float(v) for v in gradient_norm],
+        "gradient_x_input": [float(v) for v in gradient_x_input],
+        "blank_out": drops,
+    }
+
+
+def evaluation(report, scores):
+    """Spearman correlation per score, method and layer, as bert-explain's --evaluate."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    out = {}
+    for score in ("gradient_norm", "gradient_x_input", "blank_out"):
+        b = np.array(scores[score])
+        per_method = {}
+        for method in ("raw", "rollout", "flow"):
+            rows = []
+            for row in report["relevance"][method]:
+                a = np.array(row)
+                if np.all(a == a[0]) or np.all(b == b[0]):
+                    rows.append(None)
+                else:
+                    rows.append(float(spearmanr(a, b).statistic))
+            per_method[method] = rows
+        out[score] = per_method
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--text", required=True)
+    ap.add_argument("--target", type=int, default=None)
+    ap.add_argument("--word", default=None)
+    ap.add_argument("--blank", choices=["unk", "mask"], default="unk")
+    ap.add_argument("--report", default=None, help="the reference report of the same case, for the correlations")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    try:
+        scores = importance(args.model, args.text, args.target, args.word, args.blank)
+    except ref.ReferenceError as e:
+        print(f"importance: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    result = {"importance": scores}
+    if args.report:
+        with open(args.report) as f:
+            result["evaluation"] = evaluation(json.load(f), scores)
+    text = json.dumps(result, indent=1) + "\n"
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+//! Faithfulness (Abnar & Zuidema 2020, §4): Spearman rank correlation of each relevance map,
+//! layer by layer, with each importance score; and its mean ± std over a dataset.
+
+use serde::{Deserialize, Serialize};
+
+use crate::importance::Importance;
+use crate::relevance::Relevance;
+
+/// Correlations of one importance score with each method, one value per layer (index 0 is
+/// layer 1); `None` where either side is constant and the correlation is undefined.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Correlations {
+    pub raw: Vec<Option<f64>>,
+    pub rollout: Vec<Option<f64>>,
+    pub flow: Vec<Option<f64>>,
+}
+
+/// The report's `evaluation`: correlations with each importance score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub gradient_norm: Correlations,
+    pub gradient_x_input: Correlations,
+    pub blank_out: Correlations,
+}
+
+impl Evaluation {
+    /// Correlates every layer of every method with every score, over all n input tokens.
+    pub fn compute(relevance: &Relevance, importance: &Importance) -> Self {
+        let correlate = |score: &[f64]| {
+            let rows = |maps: &[Vec<f64>]| maps.iter().map(|row| spearman(row, score)).collect();
+            Correlations {
+                raw: rows(&relevance.raw),
+                rollout: rows(&relevance.rollout),
+                flow: rows(&relevance.flow),
+            }
+        };
+        Self {
+            gradient_norm: correlate(&importance.gradient_norm),
+            gradient_x_input: correlate(&importance.gradient_x_input),
+            blank_out: correlate(&importance.blank_out),
+        }
+    }
+
+    /// `(score name, method name, per-layer correlations)` for every pair, in report order.
+    pub fn entries(&self) -> Vec<(&'static str, &'static str, &[Option<f64>])> {
+        let mut out = Vec::new();
+        for (score, c) in [
+            ("gradient_norm", &self.gradient_norm),
+            ("gradient_x_input", &self.gradient_x_input),
+            ("blank_out", &self.blank_out),
+        ] {
+            out.push((score, "raw", c.raw.as_slice()));
+            out.push((score, "rollout", c.rollout.as_slice()));
+            out.push((score, "flow", c.flow.as_slice()));
+        }
+        out
+    }
+}
+
+/// Spearman's ρ: Pearson's correlation of the ranks, ties taking their average rank (as
+/// scipy.stats.spearmanr). `None` when either input is constant or they differ in length.
+///
+/// Values equal to 12 significant digits count as tied: relevance that is equal in exact
+/// arithmetic (flow through one shared bottleneck, say) can differ in its last bits, and
+/// those bits must not decide a rank.
+pub fn spearman(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.len() != b.len() || a.len() < 2 {
+        return None;
+    }
+    pearson(&ranks(a), &ranks(b))
+}
+
+fn ranks(values: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&i, &j| values[i].total_cmp(&values[j]));
+    let mut ranks = vec![0.0; values.len()];
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start;
+        while end + 1 < order.len() && tied(values[order[start]], values[order[end + 1]]) {
+            end += 1;
+        }
+        // Ranks start at 1; a run of ties shares the mean of its ranks.
+        let rank = (start + end) as f64 / 2.0 + 1.0;
+        for &index in &order[start..=end] {
+            ranks[index] = rank;
+        }
+        start = end + 1;
+    }
+    ranks
+}
+
+fn tied(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+}
+
+fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
+    let n = a.len() as f64;
+    let (mean_a, mean_b) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let (mut cov, mut var_a, mut var_b) = (0.0, 0.0, 0.0);
+    for (x, y) in a.iter().zip(b) {
+        let (dx, dy) = (x - mean_a, y - mean_b);
+        cov += dx * dy;
+        var_a += dx * dx;
+        var_b += dy * dy;
+    }
+    (var_a > 0.0 && var_b > 0.0).then(|| cov / (var_a * var_b).sqrt())
+}
+
+/// Mean ± standard deviation of each correlation over many reports, as in the paper's tables.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// `(score, method)` → per-layer lists of defined correlations.
+    values: Vec<((&'static str, &'static str), Vec<Vec<f64>>)>,
+    pub examples: usize,
+}
+
+impl Summary {
+    pub fn add(&mut self, evaluation: &Evaluation) {
+        self.examples += 1;
+        for (score, method, layers) in evaluation.entries() {
+            let slot = match self
+                .values
+                .iter()
+                .position(|(key, _)| *key == (score, method))
+            {
+                Some(i) => &mut self.values[i].1,
+                None => {
+                    self.values.push(((score, method), Vec::new()));
+                    &mut self.values.last_mut().unwrap().1
+                }
+            };
+            slot.resize(slot.len().max(layers.len()), Vec::new());
+            for (l, value) in layers.iter().enumerate() {
+                if let Some(v) = value {
+                    slot[l].push(*v);
+                }
+            }
+        }
+    }
+
+    /// `(score, method, per-layer (mean, std, count))`; std is the sample standard deviation.
+    pub fn rows(&self) -> Vec<(&'static str, &'static str, Vec<(f64, f64, usize)>)> {
+        self.values
+            .iter()
+            .map(|((score, method), layers)| {
+                let stats = layers.iter().map(|v| mean_std(v)).collect();
+                (*score, *method, stats)
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for Summary {
+    /// One table per importance score: methods as rows, layers as columns, mean ± std.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rows = self.rows();
+        let mut scores: Vec<&str> = rows.iter().map(|(s, _, _)| *s).collect();
+        scores.dedup();
+        for score in scores {
+            writeln!(
+                f,
+                "Spearman correlation with {score} (mean ± std over {} examples)",
+                self.examples
+            )?;
+            let layers = rows.iter().map(|(_, _, l)| l.len()).max().unwrap_or(0);
+            write!(f, "  {:<8}", "method")?;
+            for l in 1..=layers {
+                write!(f, " {:>13}", format!("layer {l}"))?;
+            }
+            writeln!(f)?;
+            for (_, method, stats) in rows.iter().filter(|(s, _, _)| *s == score) {
+                write!(f, "  {method:<8}")?;
+                for (mean, std, count) in stats {
+                    let cell = match count {
+                        0 => "n/a".to_string(),
+                        _ => format!("{mean:+.3} ± {std:.3}"),
+                    };
+                    write!(f, " {cell:>13}")?;
+                }
+                writeln!(f)?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+fn mean_std(values: &[f64]) -> (f64, f64, usize) {
+    let n = values.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN, 0);
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = if n > 1 {
+        values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+    } else {
+        0.0
+    };
+    (mean, var.sqrt(), n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spearman_of_monotone_and_reversed_orders() {
+        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 35.0]), Some(1.0));
+        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
+        assert_eq!(spearman(&[1.0, 1.0, 1.0], &[3.0, 2.0, 1.0]), None);
+    }
+
+    #[test]
+    fn ties_share_their_mean_rank() {
+        assert_eq!(ranks(&[0.5, 0.1, 0.5, 0.9]), vec![2.5, 1.0, 2.5, 4.0]);
+        let last_bits = 0.19137019638337877;
+        assert_eq!(
+            ranks(&[0.1913701963833788, 0.1, last_bits]),
+            vec![2.5, 1.0, 2.5]
+        );
+        // scipy.stats.spearmanr([1, 2, 2, 3], [1, 3, 2, 4]).statistic, from scipy 1.17.1.
+        let rho = spearman(&[1.0, 2.0, 2.0, 3.0], &[1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert!((rho - 0.9486832980505139).abs() < 1e-15);
+    }
+
+    #[test]
+    fn summary_takes_mean_and_sample_std_per_layer() {
+        let correlations = |v: f64| Correlations {
+            raw: vec![Some(v), None],
+            rollout: vec![Some(v), Some(v)],
+            flow: vec![Some(v), Some(1.0)],
+        };
+        let evaluation = |v| Evaluation {
+            gradient_norm: correlations(v),
+            gradient_x_input: correlations(v),
+            blank_out: correlations(v),
+        };
+        let mut summary = Summary::default();
+        summary.add(&evaluation(0.2));
+        summary.add(&evaluation(0.6));
+        let rows = summary.rows();
+        assert_eq!(rows.len(), 9);
+        let (score, method, raw) = &rows[0];
+        assert_eq!((*score, *method), ("gradient_norm", "raw"));
+        assert!((raw[0].0 - 0.4).abs() < 1e-15 && (raw[0].1 - 0.08f64.sqrt()).abs() < 1e-15);
+        assert_eq!(raw[1].2, 0);
+    }
+}

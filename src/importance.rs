@@ -1,0 +1,122 @@
+//! Importance scores for a predicted word, to check relevance maps against (Abnar & Zuidema
+//! 2020, §4): input gradients and blank-out.
+
+use candle_core::{DType, Tensor, Var, D};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::BertForMaskedLm;
+
+/// The token that blank-out puts in place of each input token in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Blank {
+    /// The paper's choice.
+    #[default]
+    Unk,
+    Mask,
+}
+
+impl Blank {
+    pub fn token(self) -> &'static str {
+        match self {
+            Blank::Unk => "[UNK]",
+            Blank::Mask => "[MASK]",
+        }
+    }
+}
+
+/// How much each input token matters for p(word) at the target, `n` values per score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Importance {
+    pub word: String,
+    pub id: u32,
+    /// p(word) at the target for the unchanged text.
+    pub probability: f64,
+    pub blank_token: String,
+    /// `‖∂p/∂e_j‖₂`, with `e_j` the word embedding of token j.
+    pub gradient_norm: Vec<f64>,
+    /// `Σ_d (∂p/∂e_j)_d · (e_j)_d`: signed, positive where the token raises p.
+    pub gradient_x_input: Vec<f64>,
+    /// `p − p(token j blanked)`: positive where blanking the token lowers p.
+    pub blank_out: Vec<f64>,
+}
+
+/// What to score: the word and its vocabulary id, and the blank-out token's id.
+pub struct ImportanceQuery {
+    pub word: String,
+    pub id: u32,
+    pub blank: Blank,
+    pub blank_id: u32,
+}
+
+/// Scores every token of `ids` (one sequence, no padding) for p(`query.id`) at `target`.
+pub fn importance(
+    model: &BertForMaskedLm,
+    ids: &[u32],
+    target: usize,
+    query: &ImportanceQuery,
+) -> Result<Importance> {
+    let device = model.device();
+    let input = Tensor::new(ids, device)?.unsqueeze(0)?;
+    let words = Var::from_tensor(&model.embed_words(&input)?)?;
+    let p = probability(model, words.as_tensor(), target, query.id)?;
+    let gradients = p.backward()?;
+    let grad = gradients
+        .get(words.as_tensor())
+        .ok_or_else(|| Error::Attention("no gradient reached the input embeddings".into()))?
+        .squeeze(0)?;
+    let embeddings = words.as_tensor().squeeze(0)?;
+    let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
+    let gradient_x_input = (&grad * &embeddings)?.sum(D::Minus1)?;
+    let baseline = scalar(&p)?;
+    let blanked = blank_out(model, ids, target, query)?;
+    Ok(Importance {
+        word: query.word.clone(),
+        id: query.id,
+        probability: baseline,
+        blank_token: query.blank.token().to_string(),
+        gradient_norm: host(&gradient_norm)?,
+        gradient_x_input: host(&gradient_x_input)?,
+        blank_out: blanked.iter().map(|q| baseline - q).collect(),
+    })
+}
+
+/// `words`: `[b, n, hidden]` → p(`id`) at `target` for each sequence, `[b]` (a scalar
+/// `[]` when b = 1, ready for `backward`).
+fn probability(model: &BertForMaskedLm, words: &Tensor, target: usize, id: u32) -> Result<Tensor> {
+    let logits = model
+        .forward_words(words, target)?
+        .logits
+        .ok_or_else(|| Error::Attention("importance scores need a masked-LM head".into()))?;
+    let probs = candle_nn::ops::softmax(&logits, D::Minus1)?;
+    Ok(probs.narrow(1, id as usize, 1)?.squeeze(1)?.squeeze(0)?)
+}
+
+/// p(`query.id`) with each token in turn replaced by the blank, all n texts in one batch.
+fn blank_out(
+    model: &BertForMaskedLm,
+    ids: &[u32],
+    target: usize,
+    query: &ImportanceQuery,
+) -> Result<Vec<f64>> {
+    let n = ids.len();
+    let mut batch = Vec::with_capacity(n * n);
+    for j in 0..n {
+        batch.extend(
+            ids.iter()
+                .enumerate()
+                .map(|(i, &id)| if i == j { query.blank_id } else { id }),
+        );
+    }
+    let input = Tensor::from_vec(batch, (n, n), model.device())?;
+    let words = model.embed_words(&input)?;
+    host(&probability(model, &words, target, query.id)?)
+}
+
+fn host(t: &Tensor) -> Result<Vec<f64>> {
+    Ok(t.to_dtype(DType::F64)?.to_vec1()?)
+}
+
+fn scalar(t: &Tensor) -> Result<f64> {
+    Ok(t.to_dtype(DType::F64)?.to_scalar()?)
+}

@@ -1,0 +1,72 @@
+//! LayerNorm from plain tensor ops, so that gradients flow through it (candle-nn's fused
+//! kernel has no backward pass, and input gradients need one).
+
+use candle_core::{Tensor, D};
+
+use crate::checkpoint::WeightPath;
+use crate::error::Result;
+
+/// `LayerNorm.weight` and `LayerNorm.bias` over the last dimension.
+pub struct LayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f64,
+}
+
+impl LayerNorm {
+    pub fn load(vb: &WeightPath, size: usize, eps: f64) -> Result<Self> {
+        Ok(Self {
+            weight: vb.get("weight", &[size])?,
+            bias: vb.get("bias", &[size])?,
+            eps,
+        })
+    }
+
+    /// `x`: `[..., size]` → the same shape, each vector normalised then scaled and shifted.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
+        let variance = centred.sqr()?.mean_keepdim(D::Minus1)?;
+        let normed = centred.broadcast_div(&(variance + self.eps)?.sqrt()?)?;
+        Ok(normed
+            .broadcast_mul(&self.weight)?
+            .broadcast_add(&self.bias)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Module};
+
+    #[test]
+    fn matches_candles_fused_layer_norm() {
+        let device = Device::Cpu;
+        let x = Tensor::new(&[[[1.0f32, -2.0, 0.5, 3.0], [0.0, 0.1, 0.2, 0.3]]], &device).unwrap();
+        let weight = Tensor::new(&[1.0f32, 0.5, 2.0, -1.0], &device).unwrap();
+        let bias = Tensor::new(&[0.1f32, 0.2, 0.3, 0.4], &device).unwrap();
+        let ours = LayerNorm {
+            weight: weight.clone(),
+            bias: bias.clone(),
+            eps: 1e-12,
+        };
+        let theirs = candle_nn::LayerNorm::new(weight, bias, 1e-12);
+        let a: Vec<f32> = ours
+            .forward(&x)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let b: Vec<f32> = theirs
+            .forward(&x)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 1e-6, "{a:?} vs {b:?}");
+        }
+        assert_eq!(ours.forward(&x).unwrap().dims(), &[1, 2, 4]);
+    }
+}
