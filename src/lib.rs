@@ -15,10 +15,13 @@
 //! [`Explainer`] ties them together. The library never prints.
 
 pub mod attention;
+pub mod batch;
 pub mod checkpoint;
 pub mod device;
 pub mod error;
+pub mod evaluate;
 pub mod explain;
+pub mod importance;
 pub mod model;
 pub mod relevance;
 pub mod report;

@@ -6,12 +6,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use bert_explain::{
-    attention::read_attention_file,
-    device,
-    explain::explain_attention,
+    attention::read_attention_file, batch::run_batch, device,
+    explain::{explain_attention, EvaluateOptions},
+    importance::Blank,
+    DeviceChoice, Error,
     report::{Colour, Format, OutputFile, View},
-    DeviceChoice, Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource,
-    RelevanceOptions, Renderer, Report, Terminal,
+    ExplainOptions, Explainer, HeadFusion, Json, ModelSource, RelevanceOptions, Renderer, Report,
+    Terminal,
 };
 use clap::{Parser, ValueEnum};
 
@@ -21,8 +22,33 @@ use clap::{Parser, ValueEnum};
 #[command(version, about)]
 struct Args {
     /// The sentence, with one [MASK] where the word to predict goes.
-    #[arg(required_unless_present = "attention", conflicts_with = "attention")]
+    #[arg(
+        required_unless_present_any = ["attention", "input"],
+        conflicts_with_all = ["attention", "input"]
+    )]
     text: Option<String>,
+
+    /// Batch mode: explain every line of a JSON-lines file ({"text": …, optional "target"
+    /// and "candidates"}) with one loaded model; one JSON report per line comes out.
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with = "attention")]
+    input: Option<PathBuf>,
+
+    /// With --input: write the reports here instead of stdout.
+    #[arg(long, value_name = "FILE.jsonl", requires = "input")]
+    output: Option<PathBuf>,
+
+    /// Score each token's importance for the predicted word (input gradients, blank-out)
+    /// and report the Spearman correlation of every layer of every method with each score.
+    #[arg(long)]
+    evaluate: bool,
+
+    /// With --evaluate: explain this word's probability instead of the top prediction's.
+    #[arg(long, value_name = "WORD", requires = "evaluate")]
+    importance_word: Option<String>,
+
+    /// With --evaluate: the token that blank-out puts in place of each token.
+    #[arg(long, value_enum, default_value_t = BlankArg::Unk, requires = "evaluate")]
+    blank: BlankArg,
 
     /// Explain an attention stack saved by another framework instead of running a model:
     /// a .npy or .safetensors file of shape [layers, heads, n, n] or [layers, n, n].
@@ -114,6 +140,12 @@ fn html_path(text: &str) -> Result<PathBuf, String> {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
+enum BlankArg {
+    Unk,
+    Mask,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
 enum Fusion {
     Mean,
     Max,
@@ -167,7 +199,17 @@ fn run(args: &Args) -> anyhow::Result<()> {
             residual: args.residual,
         },
         all_positions: args.all_positions,
+        evaluate: args.evaluate.then(|| EvaluateOptions {
+            word: args.importance_word.clone(),
+            blank: match args.blank {
+                BlankArg::Unk => Blank::Unk,
+                BlankArg::Mask => Blank::Mask,
+            },
+        }),
     };
+    if let Some(input) = &args.input {
+        return batch_mode(args, input, &device, &options);
+    }
     let files = output_files(args)?;
     let report = match (&args.attention, &args.text) {
         (Some(file), _) => explain_file(file, args.tokens.as_deref(), &device, &options)?,
@@ -231,13 +273,18 @@ fn explain_text(
     device: &candle_core::Device,
     options: &ExplainOptions,
 ) -> anyhow::Result<Report> {
+    Ok(load_explainer(args, device)?.explain(text, options)?)
+}
+
+/// Loads the --model checkpoint, saying so on stderr.
+fn load_explainer(args: &Args, device: &candle_core::Device) -> anyhow::Result<Explainer> {
     let source = ModelSource::parse(&args.model, &args.revision);
     eprintln!("Loading {source}");
     let explainer = Explainer::load(&source, device)?;
     if !explainer.has_mlm_head() {
         eprintln!("Note: {source} has no masked-LM head, so the prediction is unavailable; relevances still work.");
     }
-    Ok(explainer.explain(text, options)?)
+    Ok(explainer)
 }
 
 fn explain_file(
@@ -250,4 +297,51 @@ fn explain_file(
     let tokens = tokens.map(|t| t.split_whitespace().map(String::from).collect());
     let name = file.display().to_string();
     Ok(explain_attention(&name, &stack, tokens, options)?)
+}
+
+/// `--input`: one model, every line of the file, a progress bar on stderr, and with
+/// `--evaluate` the summary table (on stderr when the reports go to stdout).
+fn batch_mode(
+    args: &Args,
+    input: &Path,
+    device: &candle_core::Device,
+    options: &ExplainOptions,
+) -> anyhow::Result<()> {
+    let reader = std::fs::File::open(input)
+        .map(std::io::BufReader::new)
+        .with_context(|| format!("cannot read {}", input.display()))?;
+    let explainer = load_explainer(args, device)?;
+    let mut output: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let bar = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left")
+            .expect("the progress template is valid"),
+    );
+    let start = std::time::Instant::now();
+    let outcome = run_batch(&explainer, reader, &mut output, options, |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    let seconds = start.elapsed().as_secs_f64();
+    let mut summary = String::new();
+    if options.evaluate.is_some() {
+        summary += &outcome.summary.to_string();
+    }
+    summary += &format!(
+        "{} sentences ({} failed) in {seconds:.2} s: {:.1} sentences/s\n",
+        outcome.examples,
+        outcome.failed,
+        outcome.examples as f64 / seconds.max(1e-9)
+    );
+    match &args.output {
+        Some(_) => print!("{summary}"),
+        None => eprint!("{summary}"),
+    }
+    Ok(())
 }

@@ -24,6 +24,8 @@ pub use svg::{figure, Svg};
 pub use terminal::{Colour, Terminal};
 pub use view::{is_special, View};
 
+use crate::evaluate::Evaluation;
+use crate::importance::Importance;
 use crate::relevance::{AllPositions, Relevance};
 
 /// Everything bert-explain found for one sentence; serialises to the JSON report.
@@ -41,6 +43,12 @@ pub struct Report {
     /// With `--all-positions`: rollout and flow from every position (additive to SPEC §4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_positions: Option<AllPositions>,
+    /// With `--evaluate`: importance scores for the predicted word (additive to SPEC §4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<Importance>,
+    /// With `--evaluate`: Spearman correlations of each map with each score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<Evaluation>,
 }
 
 /// The position being explained.
