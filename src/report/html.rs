@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::colour::{scale_max, RAMP};
+use super::colour::RAMP;
 use super::svg::esc;
 use super::{Renderer, View};
 
@@ -23,8 +23,6 @@ struct PageData<'a> {
     /// Position in the model's input of each shown token.
     positions: &'a [usize],
     ramp: &'a [[u8; 3]],
-    #[serde(rename = "scaleMax")]
-    scale_max: f64,
 }
 
 impl Renderer for Html {
@@ -33,7 +31,6 @@ impl Renderer for Html {
             report: view,
             positions: &view.positions,
             ramp: &RAMP,
-            scale_max: scale_max(view),
         };
         let json = script_safe(&serde_json::to_string(&data)?);
         let r = &view.report;
@@ -68,6 +65,7 @@ impl Renderer for Html {
 <section>
 <p class="note" id="selection"></p>
 <div id="sentence"></div>
+<p class="note" id="pick-note"></p>
 </section>
 <section class="columns">
 <div id="ranking"><h2>Most relevant tokens</h2><ol></ol></div>

@@ -78,10 +78,24 @@ try {
     : await page.locator("#no-prediction").count();
   check(prediction > 0, "the prediction (or why it is unavailable) is missing");
 
+  let picked = null;
+  if (report.all_positions) {
+    // Explain another position: rollout and flow come from all_positions, raw is disabled.
+    const other = report.target.index === 0 ? 1 : 0;
+    const before = await shading();
+    await page.click(`#sentence .token[data-index="${other}"]`);
+    picked = await shading();
+    check(JSON.stringify(picked) !== JSON.stringify(before), "picking another position did not change the shading");
+    check(await page.isDisabled("#method-raw"), "raw attention stays selectable for a position it does not cover");
+    const want = report.all_positions.flow[0][other][0].toFixed(4);
+    const title = await page.getAttribute("table.heatmap[data-method=flow] tbody tr:last-child td.cell", "title");
+    check(title && title.endsWith(`: ${want}`), `flow from position ${other} says ${JSON.stringify(title)}, want ${want}`);
+  }
+
   await page.screenshot({ path: screenshot, fullPage: true });
   check(errors.length === 0, `console errors: ${errors.join("; ")}`);
   check(requests.length === 0, `network requests: ${requests.join(", ")}`);
-  seen = { tokens: n, layers, initial, afterSlider, afterMethod, cells: cells.length, errors, requests, screenshot };
+  seen = { tokens: n, layers, initial, afterSlider, afterMethod, picked, cells: cells.length, errors, requests, screenshot };
 } catch (e) {
   failures.push(`browser check crashed: ${e.stack || e}`);
 } finally {

@@ -5,7 +5,23 @@ const data = JSON.parse(document.getElementById("report-data").textContent);
 const report = data.report;
 const METHODS = ["raw", "rollout", "flow"];
 const NAMES = { raw: "Raw attention", rollout: "Attention rollout", flow: "Attention flow" };
-const state = { method: "flow", layer: report.layers };
+const TARGET = report.target.index;
+// With --all-positions the page can explain any position (rollout and flow only).
+const ALL = report.all_positions || null;
+const state = { method: "flow", layer: report.layers, position: TARGET };
+
+// The method's layer × token rows for the chosen position, or null if the report lacks them.
+function rows(method) {
+  if (state.position === TARGET) return report.relevance[method];
+  if (!ALL || !ALL[method]) return null;
+  return ALL[method].map((layer) => layer[state.position]);
+}
+
+// The top of the shared colour scale: the largest value shown in any heatmap.
+function scaleMax() {
+  const values = METHODS.flatMap((m) => (rows(m) || []).flat());
+  return Math.max(...values.filter(Number.isFinite), 1e-12);
+}
 
 function el(tag, attributes, text) {
   const node = document.createElement(tag);
@@ -61,9 +77,25 @@ function sentence() {
   const box = document.getElementById("sentence");
   report.tokens.forEach((token, j) => {
     const span = el("span", { class: "token", "data-index": String(j) }, token);
-    if (j === report.target.index) span.classList.add("target");
+    if (j === TARGET) span.classList.add("target");
+    if (ALL) {
+      span.classList.add("pickable");
+      span.addEventListener("click", () => {
+        state.position = j;
+        if (!rows(state.method)) {
+          state.method = "flow";
+          document.getElementById("method-flow").checked = true;
+        }
+        update();
+      });
+    }
     box.append(span);
   });
+  if (ALL) {
+    document.getElementById("pick-note").textContent =
+      "Click a token to explain its position instead (rollout and flow; raw attention is " +
+      "in the report for the target only).";
+  }
 }
 
 function prediction() {
@@ -98,29 +130,22 @@ function prediction() {
 function heatmaps() {
   const box = document.getElementById("heatmaps");
   for (const m of METHODS) {
-    const rows = report.relevance[m];
     const table = el("table", { class: "heatmap", "data-method": m });
     table.append(el("caption", {}, NAMES[m]));
     const head = el("thead");
     const names = head.insertRow();
     names.append(el("th", {}, ""));
-    report.tokens.forEach((token, j) => {
-      names.append(el("th", j === report.target.index ? { class: "target" } : {}, token));
-    });
+    report.tokens.forEach((token) => names.append(el("th", {}, token)));
     table.append(head);
     const body = el("tbody");
-    for (let l = rows.length - 1; l >= 0; l--) {
+    for (let l = report.layers - 1; l >= 0; l--) {
       const row = body.insertRow();
       row.dataset.layer = String(l + 1);
       row.append(el("th", {}, String(l + 1)));
-      rows[l].forEach((value, j) => {
-        const c = colour(value / data.scaleMax);
-        const cell = el("td", {
-          class: "cell",
-          title: `${NAMES[m]}, layer ${l + 1}, ${report.tokens[j]}: ${fixed(value)}`,
-        });
-        cell.style.background = css(c);
+      report.tokens.forEach((token, j) => {
+        const cell = el("td", { class: "cell", "data-token": String(j) });
         cell.addEventListener("click", () => {
+          if (!rows(m)) return;
           state.method = m;
           state.layer = l + 1;
           document.getElementById(`method-${m}`).checked = true;
@@ -137,26 +162,58 @@ function heatmaps() {
   const stops = data.ramp.map((c, i) => `${css(c)} ${(100 * i) / (data.ramp.length - 1)}%`);
   const ramp = el("span", { class: "ramp" });
   ramp.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
-  legend.append(el("span", {}, "0"), ramp, el("span", {}, fixed(data.scaleMax)),
+  legend.append(el("span", {}, "0"), ramp, el("span", { id: "scale-max" }),
     el("span", {}, "· one scale for all three maps; hover a cell for its value, click to select it"));
+}
+
+// Colours every heatmap cell for the chosen position on the shared scale.
+function paintHeatmaps() {
+  const max = scaleMax();
+  document.getElementById("scale-max").textContent = fixed(max);
+  document.querySelectorAll("table.heatmap").forEach((table) => {
+    const m = table.dataset.method;
+    const maps = rows(m);
+    table.classList.toggle("unavailable", !maps);
+    table.querySelectorAll("thead th").forEach((th, k) => {
+      th.classList.toggle("target", k - 1 === state.position);
+    });
+    table.querySelectorAll("tbody tr").forEach((tr) => {
+      const l = Number(tr.dataset.layer) - 1;
+      tr.querySelectorAll("td.cell").forEach((td, j) => {
+        if (!maps) {
+          td.style.background = "#eee";
+          td.title = `${NAMES[m]} is in the report for position ${data.positions[TARGET]} only`;
+          return;
+        }
+        const value = maps[l][j];
+        td.style.background = css(colour(value / max));
+        td.title = `${NAMES[m]}, layer ${l + 1}, ${report.tokens[j]}: ${fixed(value)}`;
+      });
+    });
+  });
 }
 
 // Shades the sentence and ranks the tokens for the chosen method and layer.
 function update() {
-  const row = report.relevance[state.method][state.layer - 1];
+  document.getElementById("method-raw").disabled = !rows("raw");
+  const row = rows(state.method)[state.layer - 1];
   const max = Math.max(...row, 1e-12);
   document.querySelectorAll("#sentence .token").forEach((span, j) => {
+    span.classList.toggle("target", j === state.position);
     const c = colour(row[j] / max);
     span.style.background = css(c);
     span.style.color = isDark(c) ? "#fff" : "#000";
     span.title = `${NAMES[state.method]}, layer ${state.layer}: ${fixed(row[j])}`;
   });
   document.getElementById("layer-value").textContent = `${state.layer} of ${report.layers}`;
+  const p = state.position;
   document.getElementById("selection").textContent =
-    `${NAMES[state.method]}, layer ${state.layer} (shaded relative to the most relevant token)`;
+    `${NAMES[state.method]} from position ${data.positions[p]} “${report.tokens[p]}”, ` +
+    `layer ${state.layer} (shaded relative to the most relevant token)`;
   const ranked = row.map((v, j) => [v, j]).sort((a, b) => b[0] - a[0]).slice(0, 5);
   const list = document.querySelector("#ranking ol");
   list.replaceChildren(...ranked.map(([v, j]) => el("li", {}, `${report.tokens[j]} ${fixed(v)}`)));
+  paintHeatmaps();
   document.querySelectorAll("table.heatmap").forEach((table) => {
     table.classList.toggle("selected", table.dataset.method === state.method);
     table.querySelectorAll("tbody tr").forEach((tr) => {
