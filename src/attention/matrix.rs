@@ -12,14 +12,6 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    pub fn identity(n: usize) -> Self {
-        let mut data = vec![0.0; n * n];
-        for i in 0..n {
-            data[i * n + i] = 1.0;
-        }
-        Self { n, data }
-    }
-
     /// One matrix per layer from a `[L, n, n]` tensor on any device.
     pub fn from_layers(tensor: &Tensor) -> Result<Vec<Matrix>> {
         let (layers, n, _) = tensor.dims3()?;
@@ -44,21 +36,13 @@ impl Matrix {
         self.data[i * self.n + j]
     }
 
-    /// `(1 - alpha)·self + alpha·I` with each row then divided by its sum: the host twin
-    /// of [`super::with_residual`], for engines and tests that build graphs directly.
+    /// [`super::with_residual`] on one matrix on the host, for engines, benches and tests
+    /// that build graphs directly.
     pub fn with_residual(&self, alpha: f64) -> Matrix {
-        let n = self.n;
-        let mut out = self.clone();
-        for (i, row) in out.data.chunks_mut(n).enumerate() {
-            for value in row.iter_mut() {
-                *value *= 1.0 - alpha;
-            }
-            row[i] += alpha;
-            let sum: f64 = row.iter().sum();
-            if sum > 0.0 {
-                row.iter_mut().for_each(|v| *v /= sum);
-            }
-        }
-        out
+        let augment = || -> Result<Matrix> {
+            let t = Tensor::from_vec(self.data.clone(), (1, self.n, self.n), &Device::Cpu)?;
+            Ok(Matrix::from_layers(&super::with_residual(&t, alpha)?)?.remove(0))
+        };
+        augment().expect("elementwise CPU ops on a square matrix cannot fail")
     }
 }
