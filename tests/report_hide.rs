@@ -82,3 +82,33 @@ fn a_special_target_stays() {
     assert_eq!(shown.tokens[0], "[CLS]");
     assert_eq!(shown.tokens.len(), 9);
 }
+
+/// `--evaluate`: importance scores are filtered (not renormalised) and the correlations
+/// are taken over the kept tokens.
+#[test]
+fn importance_follows_the_kept_tokens() {
+    let full: Report = serde_json::from_value(run(&["--evaluate"])).unwrap();
+    let shown: Report = serde_json::from_value(run(&["--evaluate", "--hide-special"])).unwrap();
+    let kept = [1, 2, 4, 5, 6, 7, 8, 9];
+    let (all, some) = (full.importance.unwrap(), shown.importance.unwrap());
+    let picked: Vec<f64> = kept.iter().map(|&j| all.blank_out[j]).collect();
+    assert_eq!(some.blank_out, picked);
+    assert_eq!(some.gradient_norm.len(), kept.len());
+    assert_eq!(some.gradient_x_input.len(), kept.len());
+    let want = bert_explain::evaluate::Evaluation::compute(&shown.relevance, &some);
+    let numbers = |e: &bert_explain::evaluate::Evaluation| -> Vec<f64> {
+        let [a, b, c] = [&e.gradient_norm, &e.gradient_x_input, &e.blank_out];
+        [a, b, c]
+            .iter()
+            .flat_map(|k| k.raw.iter().chain(&k.rollout).chain(&k.flow))
+            .map(|v| v.unwrap_or(f64::NAN))
+            .collect()
+    };
+    let got = numbers(&shown.evaluation.unwrap());
+    let want = numbers(&want);
+    assert_eq!(got.len(), want.len());
+    // JSON's decimal floats may differ from the binary's in the last bit.
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-9, "{got:?} vs {want:?}");
+    }
+}

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::{Report, Target};
+use crate::evaluate::Evaluation;
 
 /// A report as displayed. `report.tokens` and every relevance row hold the shown tokens
 /// only; `positions[k]` is the position in the model's input of shown token k.
@@ -65,6 +66,17 @@ impl View {
             };
             out.rollout = square(&all.rollout);
             out.flow = square(&all.flow);
+        }
+        // Importance scores are not distributions: kept as they are, only filtered; the
+        // correlations are recomputed over the kept tokens.
+        if let Some(importance) = &mut shown.importance {
+            let pick = |scores: &[f64]| kept.iter().map(|&j| scores[j]).collect();
+            importance.gradient_norm = pick(&importance.gradient_norm);
+            importance.gradient_x_input = pick(&importance.gradient_x_input);
+            importance.blank_out = pick(&importance.blank_out);
+            if shown.evaluation.is_some() {
+                shown.evaluation = Some(Evaluation::compute(&shown.relevance, importance));
+            }
         }
         Self {
             report: shown,
