@@ -106,16 +106,16 @@ struct Args {
 
     /// Also write the paper's figure (raw, rollout and flow heatmaps and the prediction):
     /// PATH ending in .svg or .png; may be given more than once.
-    #[arg(long, value_name = "PATH", value_parser = figure_path)]
+    #[arg(long, value_name = "PATH", value_parser = figure_path, conflicts_with = "input")]
     figure: Vec<PathBuf>,
 
     /// Also write a self-contained interactive HTML report to PATH (.html).
-    #[arg(long, value_name = "PATH", value_parser = html_path)]
+    #[arg(long, value_name = "PATH", value_parser = html_path, conflicts_with = "input")]
     html: Option<PathBuf>,
 
     /// Leave [CLS], [SEP] and punctuation out of every output (JSON too) and renormalise
     /// each layer over the remaining tokens.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "input")]
     hide_special: bool,
 
     /// Colour the --layers grids: auto (when stdout is a terminal and NO_COLOR is unset),
