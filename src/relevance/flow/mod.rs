@@ -1,0 +1,225 @@
+//! Attention flow (Abnar & Zuidema 2020, §3): attention weights as capacities of a layered
+//! DAG, and the maximum flow from a position at layer l to each input token.
+//!
+//! Every (layer, source, sink) triple is its own max-flow problem, solved exactly in f64 by
+//! Dinic's algorithm on the dense layered graph ([`network`]); no capacity is scaled to an
+//! integer, so results agree with networkx's Edmonds–Karp up to rounding. The problems are
+//! independent, so rayon spreads them over threads and each one's arithmetic is the same
+//! whatever the schedule: parallel results are bit-identical to serial ones.
+
+mod network;
+
+use std::cell::RefCell;
+
+use rayon::prelude::*;
+
+use crate::attention::Matrix;
+use network::{solve, Workspace};
+
+thread_local! {
+    /// One workspace per thread, reused by every problem that thread solves.
+    static WORKSPACE: RefCell<Workspace> = RefCell::new(Workspace::default());
+}
+
+/// Attention flow from one position through every layer.
+///
+/// `augmented`: `L` matrices, each `n × n` (`augmented[k]` is `Â_{k+1}`, row-stochastic,
+/// residual added); `target < n`. Returns `[L][n]`: row `l - 1` is the maximum flow from
+/// `(l, target)` to each input token `(0, j)`, normalised to sum to 1 (SPEC §1).
+pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
+    let n = size(augmented);
+    let layers = augmented.len();
+    let values = solve_all(layers * n, true, |p| {
+        max_flow_in(&augmented[..p / n + 1], target, p % n)
+    });
+    values.chunks(n.max(1)).map(normalise).collect()
+}
+
+/// Attention flow from every position through every layer, as the reference's
+/// `compute_flows`.
+///
+/// `augmented`: `L` matrices, each `n × n`, as for [`flow`]. Returns `[L][n][n]`:
+/// `[l - 1][i][j]` is the maximum flow from `(l, i)` to `(0, j)`, normalised over `j` to
+/// sum to 1; `[..][i][..]` equals `flow(augmented, i)`.
+pub fn flow_from_every_position(augmented: &[Matrix]) -> Vec<Vec<Vec<f64>>> {
+    let n = size(augmented);
+    let layers = augmented.len();
+    let values = solve_all(layers * n * n, true, |p| {
+        let (layer, rest) = (p / (n * n), p % (n * n));
+        max_flow_in(&augmented[..layer + 1], rest / n, rest % n)
+    });
+    values
+        .chunks(n.max(1) * n.max(1))
+        .map(|layer| layer.chunks(n.max(1)).map(normalise).collect())
+        .collect()
+}
+
+/// The maximum flow from node `(L, source)` to node `(0, sink)`.
+///
+/// `capacities`: `L ≥ 1` matrices, each `n × n`, non-negative; `capacities[k][i][j]` is the
+/// capacity of edge `(k + 1, i) → (k, j)`. `source, sink < n`. Exact in f64.
+pub fn max_flow(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
+    size(capacities);
+    max_flow_in(capacities, source, sink)
+}
+
+fn max_flow_in(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
+    WORKSPACE.with(|work| solve(capacities, source, sink, &mut work.borrow_mut()))
+}
+
+/// `n`, after checking that every layer is `n × n`.
+fn size(layers: &[Matrix]) -> usize {
+    let n = layers.first().map_or(0, |m| m.n);
+    for (k, m) in layers.iter().enumerate() {
+        assert!(
+            m.n == n && m.data.len() == n * n,
+            "layer {k} of the attention graph is not {n} × {n}"
+        );
+    }
+    n
+}
+
+/// Solves problems `0..count`, in parallel or not; the results are the same either way.
+fn solve_all(
+    count: usize,
+    parallel: bool,
+    problem: impl Fn(usize) -> f64 + Sync + Send,
+) -> Vec<f64> {
+    if parallel {
+        (0..count).into_par_iter().map(problem).collect()
+    } else {
+        (0..count).map(problem).collect()
+    }
+}
+
+/// `[n]` maximum flows → shares summing to 1 (all zero stays zero).
+fn normalise(values: &[f64]) -> Vec<f64> {
+    let total: f64 = values.iter().sum();
+    if total > 0.0 {
+        values.iter().map(|v| v / total).collect()
+    } else {
+        values.to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(n: usize, data: &[f64]) -> Matrix {
+        Matrix {
+            n,
+            data: data.to_vec(),
+        }
+    }
+
+    #[test]
+    fn one_layer_flow_is_the_edge_capacity() {
+        let a = matrix(2, &[0.7, 0.3, 0.6, 0.4]);
+        assert_eq!(max_flow(std::slice::from_ref(&a), 0, 1), 0.3);
+        assert_eq!(flow(&[a], 1), vec![vec![0.6, 0.4]]);
+    }
+
+    #[test]
+    fn two_layers_take_the_bottleneck_of_each_path() {
+        // Paths from (2,0) to (0,0): via (1,0) min(0.9, 0.2), via (1,1) min(0.1, 0.5).
+        let a1 = matrix(2, &[0.2, 0.8, 0.5, 0.5]);
+        let a2 = matrix(2, &[0.9, 0.1, 0.3, 0.7]);
+        let caps = [a1, a2];
+        assert!((max_flow(&caps, 0, 0) - 0.3).abs() < 1e-15);
+        // To (0,1): via (1,0) min(0.9, 0.8), via (1,1) min(0.1, 0.5).
+        assert!((max_flow(&caps, 0, 1) - 0.9).abs() < 1e-15);
+        let normalised = &flow(&caps, 0)[1];
+        assert!((normalised[0] - 0.25).abs() < 1e-15 && (normalised[1] - 0.75).abs() < 1e-15);
+    }
+
+    #[test]
+    fn needs_a_back_edge_to_reach_the_maximum() {
+        // s = (3,0); a, b = (2,0), (2,1); c, d = (1,0), (1,1); t = (0,0). The first
+        // phase sends s→a→c→t and blocks c; only s→b→c, back c→a, a→d→t reaches 2.
+        let c_d_to_t = matrix(2, &[1.0, 0.0, 1.0, 0.0]);
+        let a_b_to_c_d = matrix(2, &[1.0, 1.0, 1.0, 0.0]);
+        let s_to_a_b = matrix(2, &[1.0, 1.0, 0.0, 0.0]);
+        let caps = [c_d_to_t, a_b_to_c_d, s_to_a_b];
+        assert!((max_flow(&caps, 0, 0) - 2.0).abs() < 1e-15);
+    }
+
+    /// An independent textbook Edmonds–Karp on an adjacency matrix.
+    fn edmonds_karp(capacity: &[Vec<f64>], source: usize, sink: usize) -> f64 {
+        let size = capacity.len();
+        let mut residual = capacity.to_vec();
+        let mut total = 0.0;
+        loop {
+            let mut parent = vec![usize::MAX; size];
+            parent[source] = source;
+            let mut queue = std::collections::VecDeque::from([source]);
+            while let Some(u) = queue.pop_front() {
+                for v in 0..size {
+                    if parent[v] == usize::MAX && residual[u][v] > 1e-14 {
+                        parent[v] = u;
+                        queue.push_back(v);
+                    }
+                }
+            }
+            if parent[sink] == usize::MAX {
+                return total;
+            }
+            let mut bottleneck = f64::INFINITY;
+            let mut v = sink;
+            while v != source {
+                bottleneck = bottleneck.min(residual[parent[v]][v]);
+                v = parent[v];
+            }
+            let mut v = sink;
+            while v != source {
+                residual[parent[v]][v] -= bottleneck;
+                residual[v][parent[v]] += bottleneck;
+                v = parent[v];
+            }
+            total += bottleneck;
+        }
+    }
+
+    #[test]
+    fn agrees_with_edmonds_karp_on_random_layered_graphs() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut uniform = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for trial in 0..40 {
+            let n = 2 + trial % 5;
+            let layers = 1 + trial % 4;
+            let caps: Vec<Matrix> = (0..layers)
+                .map(|_| {
+                    let mut m = matrix(n, &(0..n * n).map(|_| uniform()).collect::<Vec<_>>());
+                    for row in m.data.chunks_mut(n) {
+                        let sum: f64 = row.iter().sum();
+                        row.iter_mut().for_each(|v| *v /= sum);
+                    }
+                    m.with_residual(0.5)
+                })
+                .collect();
+            let size = (layers + 1) * n;
+            let mut dense = vec![vec![0.0; size]; size];
+            for (k, m) in caps.iter().enumerate() {
+                for i in 0..n {
+                    for j in 0..n {
+                        dense[(k + 1) * n + i][k * n + j] = m.get(i, j);
+                    }
+                }
+            }
+            let source = trial % n;
+            for sink in 0..n {
+                let expected = edmonds_karp(&dense, layers * n + source, sink);
+                let got = max_flow(&caps, source, sink);
+                assert!(
+                    (got - expected).abs() < 1e-12,
+                    "trial {trial}: {got} vs {expected}"
+                );
+            }
+        }
+    }
+}

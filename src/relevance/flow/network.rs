@@ -1,0 +1,402 @@
+//! The residual network of one max-flow problem on the layered attention DAG, solved with
+//! Dinic's algorithm (Dinitz 1970) directly on the dense capacity matrices.
+//!
+//! Node `(k, i)` has index `k * n + i`. Capacities are never copied: the network keeps the
+//! flow on every edge twice, row-major (`flow[k][i * n + j]` on `(k + 1, i) → (k, j)`) for
+//! scanning a node's edges down and transposed (`back[k][j * n + i]`) for scanning its
+//! edges back up, so both scans read memory in order. Only the entries a problem touched
+//! are reset afterwards, so one workspace serves any number of problems.
+
+use crate::attention::Matrix;
+
+/// Residual capacities at or below this count as zero. Attention weights lie in [0, 1], so
+/// this is far below anything meaningful and far above f64 rounding of a few additions.
+pub const EPS: f64 = 1e-14;
+
+const UNSEEN: u32 = u32::MAX;
+
+/// Scratch memory for problems with up to `layers` layers of `n` positions.
+#[derive(Default)]
+pub struct Workspace {
+    n: usize,
+    flow: Vec<Vec<f64>>,
+    back: Vec<Vec<f64>>,
+    /// `(layer, i, j)` of every edge whose flow changed, to reset.
+    touched: Vec<(u32, u32, u32)>,
+    /// Whether `back` mirrors `flow`: the first phase never looks back, so it builds the
+    /// mirror only if a second phase comes.
+    back_live: bool,
+    level: Vec<u32>,
+    cursor: Vec<u32>,
+    queue: Vec<u32>,
+    frames: Vec<Frame>,
+}
+
+impl Workspace {
+    fn prepare(&mut self, layers: usize, n: usize) {
+        if self.n != n {
+            *self = Self {
+                n,
+                ..Self::default()
+            };
+        }
+        while self.flow.len() < layers {
+            self.flow.push(vec![0.0; n * n]);
+            self.back.push(vec![0.0; n * n]);
+        }
+        let nodes = (layers + 1) * n;
+        if self.level.len() < nodes {
+            self.level.resize(nodes, UNSEEN);
+            self.cursor.resize(nodes, 0);
+        }
+    }
+
+    fn reset(&mut self) {
+        let n = self.n;
+        for &(k, i, j) in &self.touched {
+            let (k, i, j) = (k as usize, i as usize, j as usize);
+            self.flow[k][i * n + j] = 0.0;
+            if self.back_live {
+                self.back[k][j * n + i] = 0.0;
+            }
+        }
+        self.touched.clear();
+        self.back_live = false;
+    }
+
+    /// Builds the transposed mirror of the flow from the edges touched so far.
+    fn mirror(&mut self) {
+        let n = self.n;
+        for &(k, i, j) in &self.touched {
+            let (k, i, j) = (k as usize, i as usize, j as usize);
+            self.back[k][j * n + i] = self.flow[k][i * n + j];
+        }
+        self.back_live = true;
+    }
+}
+
+/// The maximum flow from `(L, source)` to `(0, sink)`, where `capacities[k]` (`n × n`)
+/// holds the capacity of each edge `(k + 1, i) → (k, j)` and `L = capacities.len() ≥ 1`.
+pub fn solve(capacities: &[Matrix], source: usize, sink: usize, work: &mut Workspace) -> f64 {
+    let layers = capacities.len();
+    let n = capacities[0].n;
+    match layers {
+        // One edge.
+        1 => return capacities[0].get(source, sink),
+        // Edge-disjoint two-edge paths, one through each middle node.
+        2 => {
+            return (0..n)
+                .map(|k| capacities[1].get(source, k).min(capacities[0].get(k, sink)))
+                .sum()
+        }
+        _ => {}
+    }
+    // No flow exceeds what leaves the source or what enters the sink.
+    let out_of_source: f64 = capacities[layers - 1].row(source).iter().sum();
+    let into_sink: f64 = (0..n).map(|i| capacities[0].get(i, sink)).sum();
+    let bound = out_of_source.min(into_sink);
+    work.prepare(layers, n);
+    let mut dinic = Dinic {
+        capacities,
+        work,
+        n,
+        top: layers,
+        source: (layers * n + source) as u32,
+        sink: sink as u32,
+    };
+    // The first phase needs no search: before any flow, the shortest paths are the
+    // straight ones down the layers, so node (k, i) is at level `L - k`.
+    dinic.straight_levels();
+    let mut total = dinic.blocking_flow(layers as u32, bound, true);
+    if bound - total > EPS {
+        dinic.work.mirror();
+    }
+    while bound - total > EPS {
+        let Some(depth) = dinic.levels() else { break };
+        total += dinic.blocking_flow(depth, bound - total, false);
+    }
+    dinic.work.reset();
+    total
+}
+
+struct Dinic<'a, 'w> {
+    capacities: &'a [Matrix],
+    work: &'w mut Workspace,
+    n: usize,
+    /// The source's layer.
+    top: usize,
+    source: u32,
+    sink: u32,
+}
+
+impl Dinic<'_, '_> {
+    /// The levels before any flow is sent: node `(k, i)` at `L - k`, the sink at `L`.
+    fn straight_levels(&mut self) {
+        let n = self.n;
+        let top = self.top;
+        let level = &mut self.work.level;
+        level[..(top + 1) * n].fill(UNSEEN);
+        for k in 1..top {
+            level[k * n..(k + 1) * n].fill((top - k) as u32);
+        }
+        level[self.source as usize] = 0;
+        level[self.sink as usize] = top as u32;
+    }
+
+    /// Breadth-first levels from the source over residual edges; the sink's level, if the
+    /// sink is reachable. Nodes at or beyond the sink's level are not expanded.
+    fn levels(&mut self) -> Option<u32> {
+        let n = self.n;
+        let nodes = (self.top + 1) * n;
+        let w = &mut *self.work;
+        w.level[..nodes].fill(UNSEEN);
+        w.queue.clear();
+        w.level[self.source as usize] = 0;
+        w.queue.push(self.source);
+        let sink = self.sink as usize;
+        let mut depth = UNSEEN;
+        let mut head = 0;
+        while head < w.queue.len() {
+            let u = w.queue[head] as usize;
+            head += 1;
+            let here = w.level[u];
+            if here >= depth {
+                break;
+            }
+            let (k, i) = (u / n, u % n);
+            if k >= 2 {
+                let caps = self.capacities[k - 1].row(i);
+                let flows = &w.flow[k - 1][i * n..(i + 1) * n];
+                let below = &mut w.level[(k - 1) * n..k * n];
+                for (j, (&c, &f)) in caps.iter().zip(flows).enumerate() {
+                    if below[j] == UNSEEN && c - f > EPS {
+                        below[j] = here + 1;
+                        w.queue.push(((k - 1) * n + j) as u32);
+                    }
+                }
+            } else if k == 1
+                && w.level[sink] == UNSEEN
+                && self.capacities[0].get(i, sink) - w.flow[0][i * n + sink] > EPS
+            {
+                w.level[sink] = here + 1;
+                depth = here + 1;
+            }
+            // Edges back up into the source's layer lead only to the source itself.
+            if k + 1 < self.top {
+                let flows = &w.back[k][i * n..(i + 1) * n];
+                let above = &mut w.level[(k + 1) * n..(k + 2) * n];
+                for (j, &f) in flows.iter().enumerate() {
+                    if above[j] == UNSEEN && f > EPS {
+                        above[j] = here + 1;
+                        w.queue.push(((k + 1) * n + j) as u32);
+                    }
+                }
+            }
+        }
+        (depth != UNSEEN).then_some(depth)
+    }
+
+    /// A blocking flow of the level graph (sink at level `depth`), at most `limit`;
+    /// returns its value. With `down_only`, arcs back up are not even looked at (in the
+    /// first phase none is admissible).
+    ///
+    /// Dinic's depth-first search without recursion: each frame pushes what it received
+    /// into as many arcs as it takes, so a path's prefix is shared by every augmentation
+    /// that branches below it, and each arc is updated once per return, not once per path.
+    fn blocking_flow(&mut self, depth: u32, limit: f64, down_only: bool) -> f64 {
+        let nodes = (self.top + 1) * self.n;
+        self.work.cursor[..nodes].fill(0);
+        let sink = self.sink as usize;
+        let mut frames = std::mem::take(&mut self.work.frames);
+        frames.clear();
+        frames.push(Frame {
+            node: self.source as usize,
+            layer: self.top,
+            limit,
+            sent: 0.0,
+        });
+        let total;
+        loop {
+            let frame = frames
+                .last_mut()
+                .expect("the source frame stays until the end");
+            let (u, k) = (frame.node, frame.layer);
+            let arriving = if u == sink {
+                Some(frame.limit)
+            } else if frame.limit - frame.sent <= EPS {
+                Some(frame.sent)
+            } else if down_only && k == 2 {
+                frame.sent += self.drain_to_sink(u, frame.limit - frame.sent);
+                if self.work.cursor[u] as usize >= self.n {
+                    self.work.level[u] = UNSEEN;
+                }
+                Some(frame.sent)
+            } else {
+                match self.admissible(u, k, depth, down_only) {
+                    Some((v, layer, residual)) => {
+                        let limit = (frame.limit - frame.sent).min(residual);
+                        frames.push(Frame {
+                            node: v,
+                            layer,
+                            limit,
+                            sent: 0.0,
+                        });
+                        None
+                    }
+                    None => {
+                        // A dead end for the rest of this phase.
+                        self.work.level[u] = UNSEEN;
+                        Some(frame.sent)
+                    }
+                }
+            };
+            let Some(amount) = arriving else { continue };
+            frames.pop();
+            let Some(parent) = frames.last_mut() else {
+                total = amount;
+                break;
+            };
+            if amount > 0.0 {
+                let arc = self.work.cursor[parent.node] as usize;
+                parent.sent += amount;
+                if self.send(parent.node, parent.layer, arc, amount) <= EPS {
+                    self.work.cursor[parent.node] += 1;
+                }
+            }
+        }
+        self.work.frames = frames;
+        total
+    }
+
+    /// In the first phase, sends up to `limit` from `u = (2, i)` through layer 1 into the
+    /// sink, two arcs at a time: a layer-1 node's only way on is its arc to the sink, so
+    /// these short paths need no frames. Returns the amount sent; the cursor of `u` ends at
+    /// `n` if `u` has no way left.
+    fn drain_to_sink(&mut self, u: usize, limit: f64) -> f64 {
+        let n = self.n;
+        let i = u - 2 * n;
+        let sink = self.sink as usize;
+        let alive = (self.top - 1) as u32;
+        let w = &mut *self.work;
+        let caps = &self.capacities[1].data[i * n..(i + 1) * n];
+        let bottom = &self.capacities[0].data;
+        let mut arc = w.cursor[u] as usize;
+        let mut sent = 0.0;
+        while arc < n {
+            if w.level[n + arc] == alive {
+                let upper = caps[arc] - w.flow[1][i * n + arc];
+                let lower = bottom[arc * n + sink] - w.flow[0][arc * n + sink];
+                if lower <= EPS {
+                    w.level[n + arc] = UNSEEN;
+                } else if upper > EPS {
+                    let amount = (limit - sent).min(upper).min(lower);
+                    w.flow[1][i * n + arc] += amount;
+                    w.flow[0][arc * n + sink] += amount;
+                    w.touched.push((1, i as u32, arc as u32));
+                    w.touched.push((0, arc as u32, sink as u32));
+                    sent += amount;
+                    if bottom[arc * n + sink] - w.flow[0][arc * n + sink] <= EPS {
+                        w.level[n + arc] = UNSEEN;
+                    } else if caps[arc] - w.flow[1][i * n + arc] > EPS {
+                        // Only the limit stopped this arc: keep it for the next visit.
+                        break;
+                    }
+                }
+            }
+            arc += 1;
+            if limit - sent <= EPS {
+                break;
+            }
+        }
+        w.cursor[u] = arc as u32;
+        sent
+    }
+
+    /// The first admissible arc of `u = (k, i)` from its cursor on, if any, as the head's
+    /// node and layer and the arc's residual capacity; the cursor is left on that arc.
+    /// Down arcs and up arcs are scanned as slices of the capacity and flow rows: this
+    /// loop is where the engine spends its time.
+    fn admissible(
+        &mut self,
+        u: usize,
+        k: usize,
+        depth: u32,
+        down_only: bool,
+    ) -> Option<(usize, usize, f64)> {
+        let n = self.n;
+        let i = u - k * n;
+        let sink = self.sink as usize;
+        let w = &mut *self.work;
+        let next = w.level[u] + 1;
+        let mut arc = w.cursor[u] as usize;
+        if arc < n {
+            if k == 1 {
+                // Layer 1 reaches layer 0 only through the sink.
+                let residual = self.capacities[0].data[i * n + sink] - w.flow[0][i * n + sink];
+                if arc <= sink && w.level[sink] == next && residual > EPS {
+                    w.cursor[u] = sink as u32;
+                    return Some((sink, 0, residual));
+                }
+            } else if next < depth {
+                let caps = &self.capacities[k - 1].data[i * n..(i + 1) * n];
+                let flows = &w.flow[k - 1][i * n..(i + 1) * n];
+                let below = &w.level[(k - 1) * n..k * n];
+                while arc < n {
+                    let residual = caps[arc] - flows[arc];
+                    if below[arc] == next && residual > EPS {
+                        w.cursor[u] = arc as u32;
+                        return Some(((k - 1) * n + arc, k - 1, residual));
+                    }
+                    arc += 1;
+                }
+            }
+            arc = n;
+        }
+        // Up arcs never reach the sink, and those into the source's layer are useless.
+        if !down_only && next < depth && k + 1 < self.top {
+            let flows = &w.back[k][i * n..(i + 1) * n];
+            let above = &w.level[(k + 1) * n..(k + 2) * n];
+            for (j, (&f, &level)) in flows.iter().zip(above).enumerate().skip(arc - n) {
+                if level == next && f > EPS {
+                    w.cursor[u] = (n + j) as u32;
+                    return Some(((k + 1) * n + j, k + 1, f));
+                }
+            }
+        }
+        w.cursor[u] = 2 * n as u32;
+        None
+    }
+
+    /// Sends `amount` along arc `arc` of `u = (k, i)` (see [`Self::admissible`] for the
+    /// numbering); returns the arc's residual capacity left.
+    fn send(&mut self, u: usize, k: usize, arc: usize, amount: f64) -> f64 {
+        let n = self.n;
+        let i = u - k * n;
+        let w = &mut *self.work;
+        let (layer, from, to, change) = if arc < n {
+            (k - 1, i, arc, amount)
+        } else {
+            (k, arc - n, i, -amount)
+        };
+        let flow = &mut w.flow[layer][from * n + to];
+        *flow += change;
+        let flow = *flow;
+        if w.back_live {
+            w.back[layer][to * n + from] = flow;
+        }
+        w.touched.push((layer as u32, from as u32, to as u32));
+        if arc < n {
+            self.capacities[layer].data[from * n + to] - flow
+        } else {
+            flow
+        }
+    }
+}
+
+/// One node on the depth-first path: what it may pass on (`limit`) and has passed on.
+struct Frame {
+    node: usize,
+    layer: usize,
+    limit: f64,
+    sent: f64,
+}

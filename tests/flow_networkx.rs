@@ -1,0 +1,73 @@
+//! The flow engine against networkx's edmonds_karp on the same capacities
+//! (tests/fixtures/flow_networkx.json, written by scripts/bench/make_flow_fixture.py): every
+//! maximum flow of the reference's `compute_flows`, to 1e-9.
+
+use bert_explain::attention::Matrix;
+use bert_explain::relevance::{flow_from_every_position, max_flow};
+use serde::Deserialize;
+
+const TOLERANCE: f64 = 1e-9;
+
+#[derive(Deserialize)]
+struct Fixture {
+    /// `[L][n][n]`: Â_1 … Â_L.
+    augmented: Vec<Vec<Vec<f64>>>,
+    /// `[L][n][n]`: the maximum flow from `(l + 1, i)` to `(0, j)`.
+    max_flow: Vec<Vec<Vec<f64>>>,
+}
+
+fn fixture() -> (Vec<Matrix>, Vec<Vec<Vec<f64>>>) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/flow_networkx.json"
+    );
+    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let layers = fixture
+        .augmented
+        .into_iter()
+        .map(|rows| Matrix {
+            n: rows.len(),
+            data: rows.into_iter().flatten().collect(),
+        })
+        .collect();
+    (layers, fixture.max_flow)
+}
+
+#[test]
+fn every_max_flow_matches_networkx() {
+    let (graph, want) = fixture();
+    let n = graph[0].n;
+    for (l, per_source) in want.iter().enumerate() {
+        for (i, row) in per_source.iter().enumerate() {
+            for (j, &expected) in row.iter().enumerate() {
+                let got = max_flow(&graph[..=l], i, j);
+                assert!(
+                    (got - expected).abs() <= TOLERANCE,
+                    "layer {} from {i} to {j}: {got} vs networkx {expected}",
+                    l + 1
+                );
+            }
+        }
+    }
+    assert_eq!(want.len() * n * n, 4 * 9 * 9);
+}
+
+#[test]
+fn every_position_matches_networkx_normalised() {
+    let (graph, want) = fixture();
+    let got = flow_from_every_position(&graph);
+    assert_eq!(got.len(), want.len());
+    for (l, (g, w)) in got.iter().zip(&want).enumerate() {
+        for (i, (gr, wr)) in g.iter().zip(w).enumerate() {
+            let total: f64 = wr.iter().sum();
+            for (j, (a, b)) in gr.iter().zip(wr).enumerate() {
+                assert!(
+                    (a - b / total).abs() <= TOLERANCE,
+                    "layer {} position {i} token {j}: {a} vs {}",
+                    l + 1,
+                    b / total
+                );
+            }
+        }
+    }
+}
