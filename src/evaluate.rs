@@ -107,11 +107,17 @@ fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
     (var_a > 0.0 && var_b > 0.0).then(|| cov / (var_a * var_b).sqrt())
 }
 
+/// `(score, method)`, e.g. `("blank_out", "flow")`.
+type Pair = (&'static str, &'static str);
+
+/// Mean, standard deviation and count of one correlation at one layer.
+pub type LayerStats = (f64, f64, usize);
+
 /// Mean ± standard deviation of each correlation over many reports, as in the paper's tables.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
-    /// `(score, method)` → per-layer lists of defined correlations.
-    values: Vec<((&'static str, &'static str), Vec<Vec<f64>>)>,
+    /// Per pair, per layer: the defined correlations seen so far.
+    values: Vec<(Pair, Vec<Vec<f64>>)>,
     pub examples: usize,
 }
 
@@ -140,7 +146,7 @@ impl Summary {
     }
 
     /// `(score, method, per-layer (mean, std, count))`; std is the sample standard deviation.
-    pub fn rows(&self) -> Vec<(&'static str, &'static str, Vec<(f64, f64, usize)>)> {
+    pub fn rows(&self) -> Vec<(&'static str, &'static str, Vec<LayerStats>)> {
         self.values
             .iter()
             .map(|((score, method), layers)| {
@@ -186,7 +192,7 @@ impl std::fmt::Display for Summary {
     }
 }
 
-fn mean_std(values: &[f64]) -> (f64, f64, usize) {
+fn mean_std(values: &[f64]) -> LayerStats {
     let n = values.len();
     if n == 0 {
         return (f64::NAN, f64::NAN, 0);

@@ -6,13 +6,14 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use bert_explain::{
-    attention::read_attention_file, batch::run_batch, device,
+    attention::read_attention_file,
+    batch::run_batch,
+    device,
     explain::{explain_attention, EvaluateOptions},
     importance::Blank,
-    DeviceChoice, Error,
     report::{Colour, Format, OutputFile, View},
-    ExplainOptions, Explainer, HeadFusion, Json, ModelSource, RelevanceOptions, Renderer, Report,
-    Terminal,
+    DeviceChoice, Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource,
+    RelevanceOptions, Renderer, Report, Terminal,
 };
 use clap::{Parser, ValueEnum};
 
@@ -319,8 +320,10 @@ fn batch_mode(
         None => Box::new(std::io::stdout().lock()),
     };
     let bar = indicatif::ProgressBar::new(0).with_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left")
-            .expect("the progress template is valid"),
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left",
+        )
+        .expect("the progress template is valid"),
     );
     let start = std::time::Instant::now();
     let outcome = run_batch(&explainer, reader, &mut output, options, |done, total| {

@@ -218,3 +218,60 @@ fn batch_mode_reports_every_line_and_summarises() {
     let single: serde_json::Value = serde_json::from_slice(&single.stdout).unwrap();
     assert_eq!(records[0], single);
 }
+
+#[test]
+fn terminal_shows_the_scores_and_correlations() {
+    let text = std::fs::read_to_string(repo().join("tests/fixtures/importance/modern-author.json"));
+    let fixture: ImportanceFixture = serde_json::from_str(&text.unwrap()).unwrap();
+    let output = bin()
+        .current_dir(repo())
+        .args([
+            "--model",
+            "models/tiny-bert-modern",
+            "--evaluate",
+            &fixture.text,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains("Spearman correlation of relevance with importance"),
+        "{stdout}"
+    );
+    // The relevance table comes first; the importance table's row for token 8 is the last.
+    let row = stdout
+        .lines()
+        .filter(|l| l.split_whitespace().take(2).eq(["8", "book"]))
+        .last()
+        .unwrap_or_else(|| panic!("no importance row for book in {stdout}"));
+    let numbers: Vec<f64> = row
+        .split_whitespace()
+        .skip(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let want = &fixture.importance;
+    let expected = [
+        want.gradient_norm[8],
+        want.gradient_x_input[8],
+        want.blank_out[8],
+    ];
+    for (printed, value) in numbers.iter().zip(expected) {
+        assert!(
+            (printed - value).abs() <= 5e-5 + TOLERANCE,
+            "{row}: {printed} vs {value}"
+        );
+    }
+    let flow_row = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("blank_out") && l.contains("flow"));
+    let printed: Vec<f64> = flow_row
+        .unwrap()
+        .split_whitespace()
+        .skip(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let reference = &fixture.evaluation.blank_out.flow;
+    for (p, r) in printed.iter().zip(reference) {
+        assert!((p - r.unwrap()).abs() <= 5e-4, "{p} vs {r:?}");
+    }
+}

@@ -4,6 +4,7 @@
 //! `all_positions`, hidden tokens) shows the same way in every format.
 
 pub mod colour;
+mod evaluation;
 mod html;
 mod json;
 mod output;

@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use super::colour::{is_dark, ramp, scale_max};
+use super::evaluation::write_evaluation;
 use super::{probability, Renderer, Report, View};
 
 const BAR_WIDTH: usize = 12;
@@ -78,7 +79,8 @@ impl Renderer for Terminal {
             writeln!(out)?;
             write_last_layer(view, out)?;
         }
-        self.write_all_positions(view, out)
+        self.write_all_positions(view, out)?;
+        write_evaluation(report, out)
     }
 }
 
@@ -86,7 +88,7 @@ fn write_prediction(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
     let Some(prediction) = &report.prediction else {
         return writeln!(
             out,
-            "Prediction: unavailable, the checkpoint has no masked-LM head (cls.predictions.*)"
+            "Prediction: unavailable, no masked-LM head ran (an encoder-only checkpoint, or --attention input)"
         );
     };
     writeln!(out, "Prediction at position {}", report.target.index)?;

@@ -1,0 +1,61 @@
+//! The `--evaluate` part of the terminal report: each token's importance scores, and how
+//! well each method's relevance correlates with them, layer by layer.
+
+use std::io::Write;
+
+use super::{probability, Report};
+
+/// Writes nothing unless the report has importance scores.
+pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    let (Some(importance), Some(evaluation)) = (&report.importance, &report.evaluation) else {
+        return Ok(());
+    };
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Importance of each token for p({}) = {} (blank-out puts {} in its place)",
+        importance.word,
+        probability(importance.probability),
+        importance.blank_token
+    )?;
+    let width = report
+        .tokens
+        .iter()
+        .map(|t| t.chars().count())
+        .max()
+        .unwrap_or(5)
+        .clamp(5, 16);
+    writeln!(
+        out,
+        "  {:>3}  {:<width$}  {:>10}  {:>10}  {:>10}",
+        "#", "token", "|gradient|", "grad×input", "blank-out"
+    )?;
+    for (j, token) in report.tokens.iter().enumerate() {
+        writeln!(
+            out,
+            "  {j:>3}  {token:<width$}  {:>10.4}  {:>+10.4}  {:>+10.4}",
+            importance.gradient_norm[j], importance.gradient_x_input[j], importance.blank_out[j]
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Spearman correlation of relevance with importance, by layer"
+    )?;
+    write!(out, "  {:<18} {:<8}", "importance", "method")?;
+    for l in 1..=report.layers {
+        write!(out, " {:>7}", format!("L{l}"))?;
+    }
+    writeln!(out)?;
+    for (score, method, layers) in evaluation.entries() {
+        write!(out, "  {score:<18} {method:<8}")?;
+        for value in layers {
+            match value {
+                Some(rho) => write!(out, " {rho:>+7.3}")?,
+                None => write!(out, " {:>7}", "n/a")?,
+            }
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
