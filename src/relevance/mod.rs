@@ -78,13 +78,10 @@ impl AttentionGraph {
 
     /// Rollout and flow from every position.
     pub fn all_positions(&self) -> Result<AllPositions> {
-        let n = self.capacities[0].n;
-        let per_source: Vec<Vec<Vec<f64>>> = (0..n).map(|i| flow(&self.capacities, i)).collect();
-        let flow = (0..self.capacities.len())
-            .map(|l| per_source.iter().map(|rows| rows[l].clone()).collect())
-            .collect();
-        let rollout = host(&self.joint)?.to_vec3()?;
-        Ok(AllPositions { rollout, flow })
+        Ok(AllPositions {
+            rollout: host(&self.joint)?.to_vec3()?,
+            flow: flow_from_every_position(&self.capacities),
+        })
     }
 }
 
