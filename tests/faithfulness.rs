@@ -241,8 +241,8 @@ fn terminal_shows_the_scores_and_correlations() {
     // The relevance table comes first; the importance table's row for token 8 is the last.
     let row = stdout
         .lines()
-        .filter(|l| l.split_whitespace().take(2).eq(["8", "book"]))
-        .last()
+        .rev()
+        .find(|l| l.split_whitespace().take(2).eq(["8", "book"]))
         .unwrap_or_else(|| panic!("no importance row for book in {stdout}"));
     let numbers: Vec<f64> = row
         .split_whitespace()

@@ -3,7 +3,7 @@
 dataset (--input) against one process per sentence, on the same sentences and flags.
 
 Usage: python3 scripts/bench/throughput.py [--dataset data/agreement.jsonl]
-           [--model models/tiny-bert-modern] [--flags "--evaluate"]
+           [--model models/tiny-bert-modern] [--flags=--evaluate]  (--flags= for none)
 Builds the release binary, then prints a markdown table. Needs only the system python3.
 """
 
