@@ -33,6 +33,5 @@ fn main() {
             "-".into()
         };
         println!("{n}\t{one:.6}\t{every}");
-        println!("problems bfs augments bound_exit {:?}", st);
     }
 }
