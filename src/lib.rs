@@ -16,6 +16,7 @@
 
 pub mod attention;
 pub mod batch;
+pub mod causal;
 pub mod checkpoint;
 pub mod device;
 pub mod error;

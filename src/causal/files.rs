@@ -1,0 +1,169 @@
+//! A GPT-2 checkpoint's files (local folder or the Hub) and its byte-level BPE tokenizer.
+
+use std::path::{Path, PathBuf};
+
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::{AddedToken, Tokenizer};
+
+use super::config::model_type;
+use crate::checkpoint::{HubRepo, ModelSource};
+use crate::error::{Error, Result};
+
+const WEIGHT_FILES: [&str; 2] = ["model.safetensors", "pytorch_model.bin"];
+const EOS: &str = "<|endoftext|>";
+
+/// The files of one GPT-2 checkpoint, found on disk (downloaded if needed).
+#[derive(Debug, Clone)]
+pub struct CausalFiles {
+    pub config: PathBuf,
+    pub tokenizer: TokenizerFiles,
+    pub weights: PathBuf,
+}
+
+/// tokenizer.json, or GPT-2's original vocab.json + merges.txt.
+#[derive(Debug, Clone)]
+pub enum TokenizerFiles {
+    Json(PathBuf),
+    VocabMerges { vocab: PathBuf, merges: PathBuf },
+}
+
+/// Whether `source` is a causal LM this crate explains (config.json says model_type "gpt2").
+/// Unreadable or missing configs say no: the BERT path then reports what is wrong.
+pub fn is_causal(source: &ModelSource) -> bool {
+    let config = match source {
+        ModelSource::Folder(folder) => Some(folder.join("config.json")),
+        ModelSource::Hub { id, revision } => {
+            HubRepo::from_env(id, revision).file("config.json").ok()
+        }
+    };
+    config.and_then(|path| model_type(&path)).as_deref() == Some("gpt2")
+}
+
+impl CausalFiles {
+    /// Finds (or downloads) config.json, the tokenizer and the weights.
+    pub fn locate(source: &ModelSource) -> Result<Self> {
+        match source {
+            ModelSource::Folder(folder) => Self::in_folder(folder),
+            ModelSource::Hub { id, revision } => {
+                let hub = HubRepo::from_env(id, revision);
+                let tokenizer = match hub.file("tokenizer.json") {
+                    Ok(path) => TokenizerFiles::Json(path),
+                    Err(json_error) => match (hub.file("vocab.json"), hub.file("merges.txt")) {
+                        (Ok(vocab), Ok(merges)) => TokenizerFiles::VocabMerges { vocab, merges },
+                        _ => return Err(json_error),
+                    },
+                };
+                Ok(Self {
+                    config: hub.file("config.json")?,
+                    tokenizer,
+                    weights: hub.first_of(&WEIGHT_FILES)?,
+                })
+            }
+        }
+    }
+
+    fn in_folder(folder: &Path) -> Result<Self> {
+        if !folder.is_dir() {
+            return Err(Error::FolderNotFound(folder.to_path_buf()));
+        }
+        let missing = |file: &'static str, needs: &'static str| Error::MissingFile {
+            folder: folder.to_path_buf(),
+            file,
+            needs,
+        };
+        let config = folder.join("config.json");
+        if !config.is_file() {
+            return Err(missing("config.json", "a config.json describing the model"));
+        }
+        let (json, vocab, merges) = (
+            folder.join("tokenizer.json"),
+            folder.join("vocab.json"),
+            folder.join("merges.txt"),
+        );
+        let tokenizer = if json.is_file() {
+            TokenizerFiles::Json(json)
+        } else if vocab.is_file() && merges.is_file() {
+            TokenizerFiles::VocabMerges { vocab, merges }
+        } else {
+            return Err(missing(
+                "tokenizer.json",
+                "tokenizer.json or vocab.json + merges.txt",
+            ));
+        };
+        let weights = WEIGHT_FILES
+            .iter()
+            .map(|name| folder.join(name))
+            .find(|path| path.is_file())
+            .ok_or_else(|| {
+                missing(
+                    "model.safetensors",
+                    "model.safetensors or pytorch_model.bin",
+                )
+            })?;
+        Ok(Self {
+            config,
+            tokenizer,
+            weights,
+        })
+    }
+
+    /// Loads the tokenizer, never padding or truncating.
+    pub fn load_tokenizer(&self) -> Result<CausalTokenizer> {
+        let (path, built) = match &self.tokenizer {
+            TokenizerFiles::Json(path) => (path, Tokenizer::from_file(path)),
+            TokenizerFiles::VocabMerges { vocab, merges } => (vocab, vocab_merges(vocab, merges)),
+        };
+        let bad = |message: String| Error::Tokenizer {
+            path: path.clone(),
+            message,
+        };
+        let mut inner = built.map_err(|e| bad(e.to_string()))?;
+        inner.with_padding(None);
+        inner
+            .with_truncation(None)
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(CausalTokenizer { inner })
+    }
+}
+
+/// GPT-2's tokenizer from its two original files: byte-level pre-tokenizer and decoder.
+fn vocab_merges(vocab: &Path, merges: &Path) -> tokenizers::Result<Tokenizer> {
+    let bpe = BPE::from_file(&vocab.to_string_lossy(), &merges.to_string_lossy()).build()?;
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer
+        .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
+        .with_decoder(Some(ByteLevel::default()));
+    if tokenizer.token_to_id(EOS).is_some() {
+        tokenizer.add_special_tokens([AddedToken::from(EOS, true)])?;
+    }
+    Ok(tokenizer)
+}
+
+/// A GPT-2 tokenizer: prompt to ids, ids back to text.
+pub struct CausalTokenizer {
+    inner: Tokenizer,
+}
+
+impl CausalTokenizer {
+    /// The ids of `text`, exactly as given (GPT-2 adds no special tokens).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let encoding = self
+            .inner
+            .encode(text, true)
+            .map_err(|e| Error::Encode(e.to_string()))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// The text of `ids` (one token: its own text, e.g. " book").
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner
+            .decode(ids, false)
+            .map_err(|e| Error::Encode(e.to_string()))
+    }
+
+    /// The text of each token on its own.
+    pub fn token_texts(&self, ids: &[u32]) -> Result<Vec<String>> {
+        ids.iter().map(|&id| self.decode(&[id])).collect()
+    }
+}

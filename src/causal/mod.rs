@@ -1,0 +1,180 @@
+//! Causal language models (the GPT-2 family): which prompt tokens each generated token came
+//! from, by attention rollout and flow over the text generated so far (issue 6).
+//!
+//! ```text
+//! prompt ─► ids ─► generate g tokens (greedy or seeded sampling, KV cache, every step's
+//!        attention kept) ─► causal attention stack [L, H, N, N] (N = m + g − 1)
+//!        ─► raw / rollout / corrected rollout / flow, each [g][m][L] ─► CausalReport
+//! ```
+//!
+//! The receptive-field correction is [`relevance::correct_rollout`].
+
+mod config;
+mod figure;
+mod files;
+mod generate;
+mod model;
+pub mod relevance;
+mod render;
+pub mod report;
+
+use candle_core::Device;
+
+pub use config::Gpt2Config;
+pub use figure::{causal_figure, causal_html};
+pub use files::{is_causal, CausalFiles, CausalTokenizer};
+pub use generate::{argmax, generate, sample, Decoding, Generation};
+pub use model::{Gpt2, KvCache, StepOutput};
+pub use relevance::{causal_relevance, CausalMethods, CausalRelevance};
+pub use render::CausalRenderer;
+pub use report::{rank, CausalMethod, CausalReport, GenerationInfo, RankedToken, Ranking};
+
+use crate::attention::HeadFusion;
+use crate::checkpoint::{ModelSource, Weights};
+use crate::device::device_name;
+use crate::error::{Error, Result};
+
+/// What to generate and explain, beyond the prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CausalOptions {
+    /// How many tokens to generate (≥ 1).
+    pub generate: usize,
+    pub decoding: Decoding,
+    pub methods: CausalMethods,
+    /// How many prompt tokens to rank for each generated token.
+    pub top_prompt: usize,
+    /// Leave common words and punctuation out of the rankings.
+    pub skip_common: bool,
+}
+
+impl Default for CausalOptions {
+    fn default() -> Self {
+        Self {
+            generate: 10,
+            decoding: Decoding::Greedy,
+            methods: CausalMethods::default(),
+            top_prompt: 3,
+            skip_common: false,
+        }
+    }
+}
+
+/// A loaded GPT-2 checkpoint, ready to explain any number of prompts.
+pub struct CausalExplainer {
+    name: String,
+    device: Device,
+    config: Gpt2Config,
+    tokenizer: CausalTokenizer,
+    model: Gpt2,
+}
+
+impl CausalExplainer {
+    /// Finds (downloading if needed) and loads a GPT-2 checkpoint onto `device`.
+    pub fn load(source: &ModelSource, device: &Device) -> Result<Self> {
+        let files = CausalFiles::locate(source)?;
+        let config = Gpt2Config::load(&files.config)?;
+        let tokenizer = files.load_tokenizer()?;
+        let weights = Weights::load(&files.weights, device)?;
+        let model = Gpt2::load(&weights, &config)?;
+        Ok(Self {
+            name: source.to_string(),
+            device: device.clone(),
+            config,
+            tokenizer,
+            model,
+        })
+    }
+
+    pub fn config(&self) -> &Gpt2Config {
+        &self.config
+    }
+
+    /// Generates from `prompt` and explains every generated token.
+    pub fn explain(&self, prompt: &str, options: &CausalOptions) -> Result<CausalReport> {
+        if prompt.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        if options.generate == 0 {
+            return Err(Error::NothingToGenerate);
+        }
+        let prompt_ids = self.tokenizer.encode(prompt)?;
+        let max = self.config.n_positions;
+        if prompt_ids.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        if prompt_ids.len() > max {
+            return Err(Error::PromptTooLong {
+                len: prompt_ids.len(),
+                max,
+            });
+        }
+        if prompt_ids.len() + options.generate > max {
+            return Err(Error::GenerationTooLong {
+                prompt: prompt_ids.len(),
+                generate: options.generate,
+                max,
+            });
+        }
+        let generation = generate(
+            &self.model,
+            &prompt_ids,
+            options.generate,
+            options.decoding,
+            self.config.eos_token_id,
+            &self.device,
+        )?;
+        let m = prompt_ids.len();
+        let relevance = causal_relevance(
+            &generation.attention,
+            m,
+            generation.ids.len(),
+            options.methods,
+        )?;
+        let prompt_tokens = self.tokenizer.token_texts(&prompt_ids)?;
+        let method = match options.methods.correction {
+            true => CausalMethod::RolloutCorrected,
+            false => CausalMethod::Rollout,
+        };
+        let ranking = rank(
+            &relevance,
+            method,
+            &prompt_tokens,
+            options.top_prompt,
+            options.skip_common,
+        );
+        let (strategy, seed, temperature) = match options.decoding {
+            Decoding::Greedy => ("greedy", None, None),
+            Decoding::Sample { seed, temperature } => ("sample", Some(seed), Some(temperature)),
+        };
+        let relevance_options = options.methods.relevance;
+        Ok(CausalReport {
+            mode: "causal".into(),
+            model: self.name.clone(),
+            device: device_name(&self.device).into(),
+            prompt: prompt.into(),
+            prompt_tokens,
+            prompt_ids,
+            generated_tokens: self.tokenizer.token_texts(&generation.ids)?,
+            generated_text: self.tokenizer.decode(&generation.ids)?,
+            generated_ids: generation.ids,
+            generation: GenerationInfo {
+                strategy: strategy.into(),
+                seed,
+                temperature,
+                requested: options.generate,
+                stopped_at_eos: generation.stopped_at_eos,
+            },
+            layers: generation.attention.layers(),
+            heads: generation.attention.heads(),
+            fusion: match relevance_options.fusion {
+                HeadFusion::Mean => "mean",
+                HeadFusion::Max => "max",
+                HeadFusion::Min => "min",
+            }
+            .into(),
+            residual: relevance_options.residual,
+            relevance,
+            ranking,
+        })
+    }
+}

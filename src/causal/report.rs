@@ -1,0 +1,218 @@
+//! The causal report: the generation, every method's `[g][m][L]` relevance, the top prompt
+//! tokens of each generated token, and the maps that figures draw.
+
+use serde::{Deserialize, Serialize};
+
+use super::relevance::CausalRelevance;
+
+/// Everything bert-explain found for one prompt and its continuation; serialises to the
+/// causal JSON report (`"mode": "causal"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CausalReport {
+    pub mode: String,
+    pub model: String,
+    pub device: String,
+    pub prompt: String,
+    /// The m prompt tokens, each as its own text (e.g. `" book"`).
+    pub prompt_tokens: Vec<String>,
+    pub prompt_ids: Vec<u32>,
+    /// The g generated tokens (g ≤ the number asked for: generation stops at end-of-text).
+    pub generated_tokens: Vec<String>,
+    pub generated_ids: Vec<u32>,
+    pub generated_text: String,
+    pub generation: GenerationInfo,
+    pub layers: usize,
+    pub heads: usize,
+    pub fusion: String,
+    pub residual: f64,
+    /// Every method as `[g][m][L]`.
+    pub relevance: CausalRelevance,
+    pub ranking: Ranking,
+}
+
+/// How the tokens were generated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerationInfo {
+    /// `"greedy"` or `"sample"`.
+    pub strategy: String,
+    /// With sampling: the seed that reproduces the tokens.
+    pub seed: Option<u64>,
+    pub temperature: Option<f64>,
+    pub requested: usize,
+    pub stopped_at_eos: bool,
+}
+
+/// The top prompt tokens of each generated token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ranking {
+    /// The method ranked: "rollout_corrected", "rollout", "flow" or "raw".
+    pub method: String,
+    /// Whether common words and punctuation were left out.
+    pub skip_common: bool,
+    /// `[g][≤ K]`, best first; scores are means over layers.
+    pub top: Vec<Vec<RankedToken>>,
+}
+
+/// One prompt token in a ranking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankedToken {
+    pub index: usize,
+    pub token: String,
+    pub score: f64,
+}
+
+/// A relevance method of the causal report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CausalMethod {
+    Raw,
+    Rollout,
+    RolloutCorrected,
+    Flow,
+}
+
+impl CausalMethod {
+    /// The JSON name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Raw => "raw",
+            Self::Rollout => "rollout",
+            Self::RolloutCorrected => "rollout_corrected",
+            Self::Flow => "flow",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Raw, Self::Rollout, Self::RolloutCorrected, Self::Flow]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
+}
+
+impl CausalRelevance {
+    /// The `[g][m][L]` array of `method`, if it was computed.
+    pub fn get(&self, method: CausalMethod) -> Option<&Vec<Vec<Vec<f64>>>> {
+        match method {
+            CausalMethod::Raw => Some(&self.raw),
+            CausalMethod::Rollout => Some(&self.rollout),
+            CausalMethod::RolloutCorrected => self.rollout_corrected.as_ref(),
+            CausalMethod::Flow => self.flow.as_ref(),
+        }
+    }
+
+    /// The generated-token × prompt-token map `[g][m]`: each entry the mean over layers.
+    pub fn token_map(&self, method: CausalMethod) -> Option<Vec<Vec<f64>>> {
+        let mean = |layers: &Vec<f64>| layers.iter().sum::<f64>() / layers.len().max(1) as f64;
+        Some(
+            self.get(method)?
+                .iter()
+                .map(|prompt| prompt.iter().map(mean).collect())
+                .collect(),
+        )
+    }
+
+    /// The layer × prompt-token map `[L][m]` of generated token `k`.
+    pub fn layer_map(&self, method: CausalMethod, k: usize) -> Option<Vec<Vec<f64>>> {
+        let per_prompt = self.get(method)?.get(k)?;
+        let layers = per_prompt.first().map_or(0, Vec::len);
+        Some(
+            (0..layers)
+                .map(|l| per_prompt.iter().map(|j| j[l]).collect())
+                .collect(),
+        )
+    }
+}
+
+/// Ranks the prompt tokens for every generated token by the layer mean of `method`, best
+/// first, keeping `k`; with `skip_common`, common words and punctuation are left out.
+pub fn rank(
+    relevance: &CausalRelevance,
+    method: CausalMethod,
+    prompt_tokens: &[String],
+    k: usize,
+    skip_common: bool,
+) -> Ranking {
+    let map = relevance.token_map(method).unwrap_or_default();
+    let top = map
+        .iter()
+        .map(|scores| {
+            let mut order: Vec<usize> = (0..scores.len())
+                .filter(|&j| !(skip_common && is_common(&prompt_tokens[j])))
+                .collect();
+            order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+            order
+                .into_iter()
+                .take(k)
+                .map(|j| RankedToken {
+                    index: j,
+                    token: prompt_tokens[j].clone(),
+                    score: scores[j],
+                })
+                .collect()
+        })
+        .collect();
+    Ranking {
+        method: method.name().to_string(),
+        skip_common,
+        top,
+    }
+}
+
+/// English function words that carry little content of their own.
+const COMMON_WORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
+    "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he",
+    "her", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me",
+    "my", "no", "not", "of", "on", "or", "our", "she", "so", "some", "than", "that", "the",
+    "their", "them", "then", "there", "these", "they", "this", "those", "to", "up", "us", "was",
+    "we", "were", "what", "when", "which", "who", "will", "with", "would", "you", "your", "'s",
+    "s", "t", "'t", "'re", "'ve", "'ll", "'d", "'m",
+];
+
+/// Whether a token (as its text, e.g. `" the"`) is blank, only punctuation, or a common word.
+pub fn is_common(token: &str) -> bool {
+    let word = token.trim().to_lowercase();
+    word.chars().all(|c| !c.is_alphanumeric()) || COMMON_WORDS.contains(&word.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relevance() -> CausalRelevance {
+        // g = 1, m = 3, L = 2.
+        let rows = vec![vec![vec![0.1, 0.3], vec![0.5, 0.5], vec![0.4, 0.8]]];
+        CausalRelevance {
+            raw: rows.clone(),
+            rollout: rows,
+            rollout_corrected: None,
+            flow: None,
+        }
+    }
+
+    #[test]
+    fn maps_average_layers_and_slice_one_token() {
+        let r = relevance();
+        assert_eq!(
+            r.token_map(CausalMethod::Rollout).unwrap(),
+            vec![vec![0.2, 0.5, 0.6000000000000001]]
+        );
+        assert_eq!(
+            r.layer_map(CausalMethod::Rollout, 0).unwrap(),
+            vec![vec![0.1, 0.5, 0.4], vec![0.3, 0.5, 0.8]]
+        );
+        assert!(r.token_map(CausalMethod::Flow).is_none());
+        assert!(r.layer_map(CausalMethod::Rollout, 1).is_none());
+    }
+
+    #[test]
+    fn ranking_can_skip_common_words_and_punctuation() {
+        let tokens: Vec<String> = [" the", " Sara", "."].map(String::from).into();
+        let all = rank(&relevance(), CausalMethod::Rollout, &tokens, 2, false);
+        let picked: Vec<usize> = all.top[0].iter().map(|t| t.index).collect();
+        assert_eq!(picked, [2, 1]);
+        let content = rank(&relevance(), CausalMethod::Rollout, &tokens, 2, true);
+        assert_eq!(content.top[0].len(), 1);
+        assert_eq!(content.top[0][0].token, " Sara");
+        assert!(is_common(" The") && !is_common(" Sara") && is_common(" ,") && is_common(" "));
+    }
+}
