@@ -17,12 +17,15 @@ use bert_explain::{
 };
 use clap::{Parser, ValueEnum};
 
+mod causal_cli;
+
 /// Explain which input tokens a BERT's prediction at [MASK] rests on: raw attention,
 /// attention rollout and attention flow (Abnar & Zuidema, ACL 2020).
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The sentence, with one [MASK] where the word to predict goes.
+    /// The sentence, with one [MASK] where the word to predict goes; for a GPT-2 model
+    /// (config.json model_type "gpt2"), the prompt to continue.
     #[arg(
         required_unless_present_any = ["attention", "input"],
         conflicts_with_all = ["attention", "input"]
@@ -123,6 +126,9 @@ struct Args {
     /// always or never.
     #[arg(long, value_enum, default_value_t = ColorArg::Auto, value_name = "WHEN")]
     color: ColorArg,
+
+    #[command(flatten)]
+    causal: causal_cli::CausalArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -210,6 +216,22 @@ fn run(args: &Args) -> anyhow::Result<()> {
     };
     if let Some(input) = &args.input {
         return batch_mode(args, input, &device, &options);
+    }
+    if let (None, Some(text)) = (&args.attention, &args.text) {
+        let source = ModelSource::parse(&args.model, &args.revision);
+        let printing = causal_cli::Printing {
+            json: args.json,
+            terminal: Terminal {
+                all_layers: args.layers,
+                colour: Colour::Plain,
+            },
+            figures: args.figure.clone(),
+            html: args.html.clone(),
+        };
+        let relevance = options.relevance;
+        if causal_cli::run_if_causal(&source, text, &args.causal, relevance, &device, printing)? {
+            return Ok(());
+        }
     }
     let files = output_files(args)?;
     let report = match (&args.attention, &args.text) {

@@ -1,0 +1,198 @@
+//! The causal-LM part of the command line: GPT-2 checkpoints (config.json model_type "gpt2")
+//! generate from the prompt and explain each generated token (issue 6).
+
+use std::io::Write;
+
+use anyhow::Context;
+use bert_explain::causal::{
+    causal_figure, causal_html, is_causal, CausalExplainer, CausalMethod, CausalMethods,
+    CausalOptions, CausalRenderer, CausalReport, Decoding,
+};
+use bert_explain::report::{rasterise, Format};
+use bert_explain::{Error, Json, ModelSource, RelevanceOptions, Terminal};
+
+/// Options for causal language models (GPT-2); a GPT-2 `--model` selects this mode.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Causal language models (GPT-2: the text is the prompt)")]
+pub struct CausalArgs {
+    /// How many tokens to generate after the prompt [default: 10]. Generation stops early at
+    /// the end-of-text token.
+    #[arg(long, value_name = "N")]
+    pub generate: Option<usize>,
+
+    /// Sample the next token instead of taking the most probable one (greedy).
+    #[arg(long)]
+    pub sample: bool,
+
+    /// With --sample: the seed (the same seed gives the same tokens) [default: from the clock,
+    /// printed in the report].
+    #[arg(long, value_name = "S", requires = "sample")]
+    pub seed: Option<u64>,
+
+    /// With --sample: divide the logits by T before the softmax [default: 1].
+    #[arg(long, value_name = "T", requires = "sample", value_parser = parse_temperature)]
+    pub temperature: Option<f64>,
+
+    /// How many prompt tokens to list for each generated token [default: 3].
+    #[arg(long, value_name = "K")]
+    pub top_prompt: Option<usize>,
+
+    /// Correct rollout for the causal mask's receptive fields: divide by the rollout of
+    /// uniform causal attention and renormalise over the prompt; rankings use it.
+    #[arg(long)]
+    pub correction: bool,
+
+    /// Also compute attention flow for every generated token (slow for long texts).
+    #[arg(long)]
+    pub flow: bool,
+
+    /// Leave common words and punctuation out of the rankings.
+    #[arg(long)]
+    pub skip_common: bool,
+
+    /// With --figure or --html: the generated token (0-based) whose layer × prompt map is
+    /// drawn [default: the last].
+    #[arg(long, value_name = "K")]
+    pub figure_token: Option<usize>,
+}
+
+impl CausalArgs {
+    /// The first causal option given, to refuse it for a BERT model.
+    fn first_given(&self) -> Option<&'static str> {
+        [
+            ("--generate", self.generate.is_some()),
+            ("--sample", self.sample),
+            ("--top-prompt", self.top_prompt.is_some()),
+            ("--correction", self.correction),
+            ("--flow", self.flow),
+            ("--skip-common", self.skip_common),
+            ("--figure-token", self.figure_token.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(name, given)| given.then_some(name))
+    }
+
+    fn options(&self, relevance: RelevanceOptions) -> CausalOptions {
+        let decoding = match self.sample {
+            true => Decoding::Sample {
+                seed: self.seed.unwrap_or_else(clock_seed),
+                temperature: self.temperature.unwrap_or(1.0),
+            },
+            false => Decoding::Greedy,
+        };
+        let defaults = CausalOptions::default();
+        CausalOptions {
+            generate: self.generate.unwrap_or(defaults.generate),
+            decoding,
+            methods: CausalMethods {
+                relevance,
+                correction: self.correction,
+                flow: self.flow,
+            },
+            top_prompt: self.top_prompt.unwrap_or(defaults.top_prompt),
+            skip_common: self.skip_common,
+        }
+    }
+}
+
+/// How the report is printed, and the --figure / --html files to write.
+pub struct Printing {
+    pub json: bool,
+    pub terminal: Terminal,
+    pub figures: Vec<std::path::PathBuf>,
+    pub html: Option<std::path::PathBuf>,
+}
+
+/// Runs the causal mode when `source` is a GPT-2 checkpoint and returns `true`; returns
+/// `false` for any other model, after refusing causal options that would be ignored.
+pub fn run_if_causal(
+    source: &ModelSource,
+    prompt: &str,
+    args: &CausalArgs,
+    relevance: RelevanceOptions,
+    device: &candle_core::Device,
+    printing: Printing,
+) -> anyhow::Result<bool> {
+    if !is_causal(source) {
+        return match args.first_given() {
+            Some(option) => Err(Error::CausalOptionForBert {
+                option: option.into(),
+                model: source.to_string(),
+            }
+            .into()),
+            None => Ok(false),
+        };
+    }
+    eprintln!("Loading {source} (GPT-2: generating from the prompt)");
+    let explainer = CausalExplainer::load(source, device)?;
+    let report = explainer.explain(prompt, &args.options(relevance))?;
+    if let Decoding::Sample { seed, .. } = args.options(relevance).decoding {
+        if args.seed.is_none() {
+            eprintln!(
+                "Sampling with seed {seed}; pass --seed {seed} to get the same tokens again."
+            );
+        }
+    }
+    write_files(&report, args.figure_token, &printing)?;
+    let mut stdout = std::io::stdout().lock();
+    let rendered = match printing.json {
+        true => Json.render_causal(&report, &mut stdout),
+        false => printing.terminal.render_causal(&report, &mut stdout),
+    };
+    rendered
+        .and_then(|()| stdout.flush())
+        .context("cannot write the report to stdout")?;
+    Ok(true)
+}
+
+/// The figures (SVG or PNG by extension) and the HTML page, for the ranked method.
+fn write_files(
+    report: &CausalReport,
+    token: Option<usize>,
+    printing: &Printing,
+) -> anyhow::Result<()> {
+    if printing.figures.is_empty() && printing.html.is_none() {
+        return Ok(());
+    }
+    let g = report.generated_tokens.len();
+    let k = token.unwrap_or(g - 1);
+    if k >= g {
+        anyhow::bail!(
+            "--figure-token {k} is out of range: {g} tokens were generated (0 to {})",
+            g - 1
+        );
+    }
+    let method = CausalMethod::from_name(&report.ranking.method).unwrap_or(CausalMethod::Rollout);
+    let figure = causal_figure(report, method, k).context("the report has no map to draw")?;
+    let mut outputs: Vec<(&std::path::Path, Vec<u8>)> = Vec::new();
+    for path in &printing.figures {
+        let bytes = match Format::of_figure(path).map_err(anyhow::Error::msg)? {
+            Format::Png => rasterise(&figure, 2.0)?,
+            _ => figure.clone().into_bytes(),
+        };
+        outputs.push((path, bytes));
+    }
+    if let Some(path) = &printing.html {
+        let page = causal_html(report, method, k).context("the report has no map to draw")?;
+        outputs.push((path, page.into_bytes()));
+    }
+    for (path, bytes) in outputs {
+        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("Wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn parse_temperature(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(t) if t > 0.0 && t.is_finite() => Ok(t),
+        _ => Err(format!("{text:?} is not a positive number")),
+    }
+}

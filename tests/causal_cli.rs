@@ -1,0 +1,257 @@
+//! The causal mode from the command line: a GPT-2 --model selects it; reports, seeded
+//! sampling, Hub and vocab.json + merges.txt checkpoints, and clear errors for bad input.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use bert_explain::causal::CausalReport;
+use common::{bin, repo};
+
+const PROMPT: &str = "The author talked to Sara about";
+
+fn tiny() -> PathBuf {
+    repo().join("models/tiny-gpt2")
+}
+
+/// Runs the binary, expecting success, and returns stdout.
+fn run(args: &[&str], env: &[(&str, &Path)]) -> String {
+    let mut cmd = bin();
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let output = cmd.args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{args:?}: {stderr}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn json(model: &Path, extra: &[&str]) -> CausalReport {
+    let model = model.display().to_string();
+    let mut args = vec!["--json", "--model", &model];
+    args.extend_from_slice(extra);
+    args.push(PROMPT);
+    serde_json::from_str(&run(&args, &[])).expect("stdout is one JSON report")
+}
+
+/// Runs the binary and checks the exit status and that stderr says `needles`.
+fn fails(args: &[&str], status: i32, needles: &[&str]) {
+    let output = bin().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(status), "{args:?}: {stderr}");
+    assert!(output.stdout.is_empty(), "{args:?}: nothing on stdout");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: {needle:?} not in {stderr}"
+        );
+    }
+}
+
+/// A scratch copy of tiny-gpt2 without the files named in `leave_out`.
+fn copy_of_tiny(leave_out: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(tiny()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        if !leave_out.iter().any(|l| name == *l) {
+            std::fs::copy(&path, dir.path().join(name)).unwrap();
+        }
+    }
+    dir
+}
+
+#[test]
+fn json_report_has_the_reference_tokens_and_g_by_m_by_l_arrays() {
+    let report = json(&tiny(), &["--generate", "8", "--correction"]);
+    let fixture: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/fixtures/causal/author.json")).unwrap(),
+    )
+    .unwrap();
+    let ids: Vec<u32> = serde_json::from_value(fixture["generated_ids"].clone()).unwrap();
+    assert_eq!(report.mode, "causal");
+    assert_eq!(report.generated_ids, ids);
+    assert_eq!(report.generation.strategy, "greedy");
+    let (g, m, l) = (ids.len(), report.prompt_tokens.len(), report.layers);
+    for method in [
+        &report.relevance.rollout,
+        report.relevance.rollout_corrected.as_ref().unwrap(),
+    ] {
+        assert_eq!(method.len(), g);
+        assert!(method
+            .iter()
+            .all(|k| k.len() == m && k.iter().all(|j| j.len() == l)));
+    }
+    assert!(report.relevance.flow.is_none(), "flow only with --flow");
+    assert_eq!(report.ranking.method, "rollout_corrected");
+    assert!(report.ranking.top.iter().all(|top| top.len() == 3));
+}
+
+#[test]
+fn terminal_report_lists_top_prompt_tokens_and_skips_common_words() {
+    let model = tiny().display().to_string();
+    let out = run(
+        &[
+            "--model",
+            &model,
+            "--generate",
+            "3",
+            "--top-prompt",
+            "2",
+            PROMPT,
+        ],
+        &[],
+    );
+    assert!(out.contains("Generated: "), "{out}");
+    assert!(
+        out.contains("Top prompt tokens for each generated token (rollout"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.contains(" ← ")).count(),
+        3,
+        "{out}"
+    );
+    let skipped = json(
+        &tiny(),
+        &["--generate", "3", "--skip-common", "--top-prompt", "9"],
+    );
+    for top in &skipped.ranking.top {
+        assert!(top
+            .iter()
+            .all(|t| ![" to", " about", "The"].contains(&t.token.as_str())));
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_tokens_and_seeds_differ() {
+    let sample = |seed: u64| {
+        let seed = seed.to_string();
+        let args = [
+            "--generate",
+            "8",
+            "--sample",
+            "--seed",
+            &seed,
+            "--temperature",
+            "1.5",
+        ];
+        json(&tiny(), &args).generated_ids
+    };
+    assert_eq!(sample(1), sample(1));
+    let distinct: std::collections::HashSet<Vec<u32>> = (1..=4).map(sample).collect();
+    assert!(
+        distinct.len() > 1,
+        "four seeds gave the same tokens: {distinct:?}"
+    );
+    let report = json(&tiny(), &["--generate", "2", "--sample", "--seed", "9"]);
+    assert_eq!(
+        (report.generation.seed, report.generation.temperature),
+        (Some(9), Some(1.0))
+    );
+}
+
+#[test]
+fn loads_vocab_json_and_merges_and_the_hub_cache() {
+    let greedy = json(&tiny(), &["--generate", "5"]).generated_ids;
+    let two_files = copy_of_tiny(&["tokenizer.json"]);
+    assert_eq!(
+        json(two_files.path(), &["--generate", "5"]).generated_ids,
+        greedy
+    );
+
+    let cache = tempfile::tempdir().unwrap();
+    let repo_dir = cache.path().join("models--org--tiny-gpt2");
+    let snapshot = repo_dir.join("snapshots/0123abcd");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo_dir.join("refs")).unwrap();
+    std::fs::write(repo_dir.join("refs/main"), "0123abcd").unwrap();
+    for file in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::copy(tiny().join(file), snapshot.join(file)).unwrap();
+    }
+    let out = run(
+        &[
+            "--json",
+            "--model",
+            "org/tiny-gpt2",
+            "--generate",
+            "5",
+            PROMPT,
+        ],
+        &[("HF_HUB_CACHE", cache.path())],
+    );
+    let report: CausalReport = serde_json::from_str(&out).unwrap();
+    assert_eq!(report.generated_ids, greedy);
+    assert_eq!(report.model, "org/tiny-gpt2");
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let model = tiny().display().to_string();
+    let m = model.as_str();
+    fails(&["--model", m, ""], 2, &["prompt is empty"]);
+    fails(
+        &["--model", m, "--generate", "0", PROMPT],
+        2,
+        &["--generate 0"],
+    );
+    let long = "word ".repeat(40);
+    fails(&["--model", m, &long], 2, &["context holds only 32"]);
+    fails(
+        &["--model", m, "--generate", "30", PROMPT],
+        2,
+        &["plus --generate 30", "at most 24"],
+    );
+    fails(&["--model", m, "--seed", "3", PROMPT], 2, &["--sample"]);
+    fails(
+        &["--model", m, "--sample", "--temperature", "0", PROMPT],
+        2,
+        &["positive"],
+    );
+    let bert = repo().join("models/tiny-bert-modern").display().to_string();
+    fails(
+        &["--model", &bert, "--generate", "3", "a [MASK] b"],
+        2,
+        &["--generate applies to causal language models"],
+    );
+}
+
+#[test]
+fn broken_or_foreign_checkpoints_are_named() {
+    let llama = copy_of_tiny(&[]);
+    let config = llama.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("\"gpt2\"", "\"llama\"")).unwrap();
+    fails(
+        &["--model", &llama.path().display().to_string(), PROMPT],
+        1,
+        &["\"llama\"", "GPT-2"],
+    );
+
+    let wide = copy_of_tiny(&[]);
+    let config = wide.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("\"n_positions\": 32", "\"n_positions\": 64"),
+    )
+    .unwrap();
+    let wide = wide.path().display().to_string();
+    fails(
+        &["--model", &wide, PROMPT],
+        1,
+        &["transformer.wpe.weight", "[32, 32]"],
+    );
+
+    let truncated = copy_of_tiny(&[]);
+    let weights = truncated.path().join("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    let truncated = truncated.path().display().to_string();
+    fails(
+        &["--model", &truncated, PROMPT],
+        1,
+        &["model.safetensors", "truncated"],
+    );
+}
