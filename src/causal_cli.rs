@@ -103,16 +103,23 @@ pub struct Printing {
     pub html: Option<std::path::PathBuf>,
 }
 
+/// The causal options, and the first BERT-only option given (refused for GPT-2).
+pub struct Causal<'a> {
+    pub args: &'a CausalArgs,
+    pub bert_only: Option<&'static str>,
+}
+
 /// Runs the causal mode when `source` is a GPT-2 checkpoint and returns `true`; returns
 /// `false` for any other model, after refusing causal options that would be ignored.
 pub fn run_if_causal(
     source: &ModelSource,
     prompt: &str,
-    args: &CausalArgs,
+    causal: Causal,
     relevance: RelevanceOptions,
     device: &candle_core::Device,
     printing: Printing,
 ) -> anyhow::Result<bool> {
+    let args = causal.args;
     if !is_causal(source) {
         return match args.first_given() {
             Some(option) => Err(Error::CausalOptionForBert {
@@ -122,6 +129,13 @@ pub fn run_if_causal(
             .into()),
             None => Ok(false),
         };
+    }
+    if let Some(option) = causal.bert_only {
+        return Err(Error::BertOptionForCausal {
+            option: option.into(),
+            model: source.to_string(),
+        }
+        .into());
     }
     eprintln!("Loading {source} (GPT-2: generating from the prompt)");
     let explainer = CausalExplainer::load(source, device)?;

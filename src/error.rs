@@ -139,6 +139,12 @@ pub enum Error {
     #[error("{option} applies to causal language models (GPT-2), but {model} is a BERT model; leave {option} out, or pass a GPT-2 checkpoint with --model")]
     CausalOptionForBert { option: String, model: String },
 
+    #[error("{option} applies to BERT models, but {model} is a GPT-2 model (the text is a prompt to continue); leave {option} out")]
+    BertOptionForCausal { option: String, model: String },
+
+    #[error("cannot read {path} as a GPT-2 config (model_type \"gpt2\"): {message}; check that it is a valid GPT-2 config.json")]
+    CausalConfig { path: PathBuf, message: String },
+
     #[error("the tensor computation failed: {0}")]
     Candle(#[from] candle_core::Error),
 
@@ -166,6 +172,7 @@ impl Error {
                 | Error::PromptTooLong { .. }
                 | Error::GenerationTooLong { .. }
                 | Error::CausalOptionForBert { .. }
+                | Error::BertOptionForCausal { .. }
         )
     }
 }

@@ -228,8 +228,20 @@ fn run(args: &Args) -> anyhow::Result<()> {
             figures: args.figure.clone(),
             html: args.html.clone(),
         };
+        let bert_only = [
+            ("--target", args.target.is_some()),
+            ("--all-positions", args.all_positions),
+            ("--evaluate", args.evaluate),
+            ("--hide-special", args.hide_special),
+        ];
         let relevance = options.relevance;
-        if causal_cli::run_if_causal(&source, text, &args.causal, relevance, &device, printing)? {
+        let causal = causal_cli::Causal {
+            args: &args.causal,
+            bert_only: bert_only
+                .into_iter()
+                .find_map(|(name, given)| given.then_some(name)),
+        };
+        if causal_cli::run_if_causal(&source, text, causal, relevance, &device, printing)? {
             return Ok(());
         }
     }

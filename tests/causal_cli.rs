@@ -209,6 +209,11 @@ fn bad_input_gets_clear_errors() {
         2,
         &["positive"],
     );
+    fails(
+        &["--model", m, "--target", "2", PROMPT],
+        2,
+        &["--target applies to BERT models"],
+    );
     let bert = repo().join("models/tiny-bert-modern").display().to_string();
     fails(
         &["--model", &bert, "--generate", "3", "a [MASK] b"],
@@ -253,5 +258,54 @@ fn broken_or_foreign_checkpoints_are_named() {
         &["--model", &truncated, PROMPT],
         1,
         &["model.safetensors", "truncated"],
+    );
+}
+
+#[test]
+fn figures_and_html_draw_both_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let (svg, png, html) = (
+        dir.path().join("c.svg"),
+        dir.path().join("c.png"),
+        dir.path().join("c.html"),
+    );
+    let model = tiny().display().to_string();
+    let paths = [&svg, &png, &html].map(|p| p.display().to_string());
+    let args = [
+        "--model",
+        &model,
+        "--generate",
+        "4",
+        "--figure-token",
+        "1",
+        "--figure",
+        &paths[0],
+    ];
+    let mut args = args.to_vec();
+    args.extend(["--figure", &paths[1], "--html", &paths[2], PROMPT]);
+    run(&args, &[]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("mean over layers") && text.contains("Generated token 1"),
+        "{text}"
+    );
+    // 4 generated × 8 prompt cells, then 3 layers × 8 prompt cells, each with a hover title.
+    assert_eq!(text.matches("<title>").count(), 4 * 8 + 3 * 8);
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+    fails(
+        &[
+            "--model",
+            &model,
+            "--generate",
+            "2",
+            "--figure-token",
+            "5",
+            "--figure",
+            &paths[0],
+            PROMPT,
+        ],
+        1,
+        &["--figure-token 5 is out of range"],
     );
 }

@@ -53,7 +53,7 @@ pub fn model_type(path: &Path) -> Option<String> {
 impl Gpt2Config {
     /// Reads and checks a config.json: model_type "gpt2" and sizes that fit.
     pub fn load(path: &Path) -> Result<Self> {
-        let bad = |message: String| Error::Config {
+        let bad = |message: String| Error::CausalConfig {
             path: path.to_path_buf(),
             message,
         };
