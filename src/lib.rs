@@ -5,14 +5,16 @@
 //!
 //! ```text
 //! text ─► tokens ─► model forward (logits + every layer's attention) ─► attention stack
-//!      ─► relevance maps (raw, rollout, flow) ─► report (terminal, JSON)
+//!      ─► relevance maps (raw, rollout, flow) ─► report (terminal, JSON, SVG/PNG, HTML)
 //! ```
 //!
 //! [`checkpoint`] finds config, tokenizer and weights (a local folder or the Hub);
 //! [`tokens`] encodes the text exactly as given; [`model`] runs BertForMaskedLM and keeps the
 //! attention probabilities; [`attention`] fuses heads and adds the residual; [`relevance`]
 //! computes raw attention, rollout and flow; [`report`] renders the result.
-//! [`Explainer`] ties them together. The library never prints.
+//! [`Explainer`] ties them together; [`importance`] and [`evaluate`] score tokens by input
+//! gradients and blank-out and correlate the maps with them; [`batch`] runs a dataset;
+//! [`causal`] does rollout over generated text for GPT-2 models. The library never prints.
 
 pub mod attention;
 pub mod batch;
