@@ -161,11 +161,11 @@ fn config_of_another_architecture() {
     let dir = copy_of_tiny();
     let config = dir.path().join("config.json");
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace("\"bert\"", "\"gpt2\"")).unwrap();
+    std::fs::write(&config, text.replace("\"bert\"", "\"llama\"")).unwrap();
     fails(
         &["--model", &arg(dir.path()), TEXT],
         1,
-        &["\"gpt2\"", "config.json"],
+        &["\"llama\"", "config.json"],
     );
 }
 
