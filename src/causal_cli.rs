@@ -8,7 +8,7 @@ use bert_explain::causal::{
     causal_figure, causal_html, is_causal, CausalExplainer, CausalMethod, CausalMethods,
     CausalOptions, CausalRenderer, CausalReport, Decoding,
 };
-use bert_explain::report::{rasterise, Format};
+use bert_explain::report::{rasterise, Format, OutputFile};
 use bert_explain::{Error, Json, ModelSource, RelevanceOptions, Terminal};
 
 /// Options for causal language models (GPT-2); a GPT-2 `--model` selects this mode.
@@ -178,20 +178,29 @@ fn write_files(
     }
     let method = CausalMethod::from_name(&report.ranking.method).unwrap_or(CausalMethod::Rollout);
     let figure = causal_figure(report, method, k).context("the report has no map to draw")?;
-    let mut outputs: Vec<(&std::path::Path, Vec<u8>)> = Vec::new();
+    let mut outputs: Vec<(&std::path::Path, Format, Vec<u8>)> = Vec::new();
     for path in &printing.figures {
-        let bytes = match Format::of_figure(path).map_err(anyhow::Error::msg)? {
+        let format = Format::of_figure(path).map_err(anyhow::Error::msg)?;
+        let bytes = match format {
             Format::Png => rasterise(&figure, 2.0)?,
             _ => figure.clone().into_bytes(),
         };
-        outputs.push((path, bytes));
+        outputs.push((path, format, bytes));
     }
     if let Some(path) = &printing.html {
+        let format = Format::of_html(path).map_err(anyhow::Error::msg)?;
         let page = causal_html(report, method, k).context("the report has no map to draw")?;
-        outputs.push((path, page.into_bytes()));
+        outputs.push((path, format, page.into_bytes()));
     }
-    for (path, bytes) in outputs {
-        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    for (path, format, bytes) in outputs {
+        OutputFile::create(path, format)
+            .and_then(|file| file.finish_bytes(&bytes))
+            .with_context(|| {
+                format!(
+                    "cannot write {}: check that its folder exists and that you may write there",
+                    path.display()
+                )
+            })?;
         eprintln!("Wrote {}", path.display());
     }
     Ok(())

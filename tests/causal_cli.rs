@@ -308,4 +308,21 @@ fn figures_and_html_draw_both_maps() {
         1,
         &["--figure-token 5 is out of range"],
     );
+    // A folder that does not exist: a clear error and no file, partial or temporary.
+    let missing = dir.path().join("no-such-folder").join("c.svg");
+    let missing_arg = missing.display().to_string();
+    fails(
+        &[
+            "--model",
+            &model,
+            "--generate",
+            "2",
+            "--figure",
+            &missing_arg,
+            PROMPT,
+        ],
+        1,
+        &["cannot write", "no-such-folder"],
+    );
+    assert!(!missing.exists() && !dir.path().join("no-such-folder").exists());
 }

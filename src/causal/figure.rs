@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use super::report::{CausalMethod, CausalReport};
 use crate::report::colour::{hex, ramp, RAMP};
+use crate::report::{esc, FONT_FAMILY};
 
-const FONT_FAMILY: &str = "DejaVu Sans, Verdana, Arial, sans-serif";
 const MARGIN: i64 = 20;
 const CHAR_W: f64 = 7.4;
 const GRID_TOP: i64 = 84;
@@ -192,11 +192,4 @@ fn label(token: &str) -> String {
 fn text_width(texts: &[String]) -> i64 {
     let chars = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
     (chars as f64 * CHAR_W).ceil() as i64
-}
-
-fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }

@@ -7,6 +7,7 @@ use candle_nn::{Embedding, LayerNorm, Linear};
 use super::config::Gpt2Config;
 use crate::checkpoint::{Activation, WeightPath, Weights};
 use crate::error::Result;
+use crate::model::activate;
 
 /// A GPT-2 with its language-model head (tied to the token embeddings unless the checkpoint
 /// stores its own `lm_head.weight`).
@@ -134,11 +135,7 @@ impl Block {
         let (attended, probs) = self.attn.forward(&self.ln_1.forward(x)?, kv, seen)?;
         let x = (x + attended)?;
         let inner = self.c_fc.forward(&self.ln_2.forward(&x)?)?;
-        let inner = match self.activation {
-            Activation::Gelu => inner.gelu_erf()?,
-            Activation::GeluTanh => inner.gelu()?,
-            Activation::Relu => inner.relu()?,
-        };
+        let inner = activate(self.activation, &inner)?;
         Ok(((x + self.c_proj.forward(&inner)?)?, probs))
     }
 }

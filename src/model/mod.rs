@@ -13,6 +13,7 @@ use crate::checkpoint::{BertConfig, Weights};
 use crate::error::Result;
 use embeddings::Embeddings;
 use head::MlmHead;
+pub(crate) use layer::activate;
 use layer::Layer;
 
 /// A BERT encoder with its masked-LM head when the checkpoint has one.

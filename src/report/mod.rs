@@ -21,7 +21,7 @@ pub use html::Html;
 pub use json::Json;
 pub use output::{Format, OutputFile};
 pub use png::{rasterise, Png};
-pub use svg::{figure, Svg};
+pub use svg::{esc, figure, Svg, FONT_FAMILY};
 pub use terminal::{Colour, Terminal};
 pub use view::{is_special, View};
 

@@ -105,10 +105,23 @@ impl OutputFile {
     }
 
     /// Renders `view` into the temporary file, then renames it to the final path.
-    pub fn finish(mut self, view: &View) -> io::Result<()> {
+    pub fn finish(self, view: &View) -> io::Result<()> {
+        let renderer = self.format.renderer();
+        self.finish_with(|out| renderer.render(view, out))
+    }
+
+    /// Writes `bytes` (a figure rendered elsewhere) the same way.
+    pub fn finish_bytes(self, bytes: &[u8]) -> io::Result<()> {
+        self.finish_with(|out| out.write_all(bytes))
+    }
+
+    fn finish_with(
+        mut self,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
         {
             let mut out = BufWriter::new(self.temp.as_file_mut());
-            self.format.renderer().render(view, &mut out)?;
+            write(&mut out)?;
             out.flush()?;
         }
         self.temp.as_file().sync_all()?;
