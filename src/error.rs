@@ -54,6 +54,9 @@ pub enum Error {
     #[error("{path} describes a {found:?} model, but bert-explain explains BERT models (model_type \"bert\") and GPT-2 models (\"gpt2\"); pick one of those")]
     UnsupportedArchitecture { path: PathBuf, found: String },
 
+    #[error("{path} describes a GPT-2 (causal) model, which bert-explain explains one prompt at a time: give the prompt as TEXT; batch mode (--input) needs a BERT checkpoint")]
+    CausalModelInBertMode { path: PathBuf },
+
     #[error("cannot read the weights in {path}: {message}; the file may be truncated or corrupt, so download it again")]
     Weights { path: PathBuf, message: String },
 

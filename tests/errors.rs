@@ -230,3 +230,16 @@ fn unavailable_device() {
         &["--features cuda"],
     );
 }
+
+#[test]
+fn batch_mode_with_a_causal_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, "{\"text\": \"hello\"}\n").unwrap();
+    let gpt2 = repo().join("models/tiny-gpt2").display().to_string();
+    fails(
+        &["--model", &gpt2, "--input", &arg(&input)],
+        1,
+        &["GPT-2 (causal)", "one prompt at a time", "--input"],
+    );
+}

@@ -61,6 +61,11 @@ impl BertConfig {
         // Check the architecture first: another model's config fails later with a less
         // helpful "missing field".
         let model_type = value.get("model_type").and_then(|v| v.as_str());
+        if model_type == Some("gpt2") {
+            return Err(Error::CausalModelInBertMode {
+                path: path.to_path_buf(),
+            });
+        }
         if let Some(found) = model_type.filter(|t| *t != "bert") {
             return Err(Error::UnsupportedArchitecture {
                 path: path.to_path_buf(),
@@ -134,8 +139,12 @@ mod tests {
     #[test]
     fn names_another_architecture() {
         let dir = tempfile::tempdir().unwrap();
+        let err = BertConfig::load(&write(dir.path(), r#"{"model_type": "llama"}"#)).unwrap_err();
+        assert!(
+            matches!(err, Error::UnsupportedArchitecture { ref found, .. } if found == "llama")
+        );
         let err = BertConfig::load(&write(dir.path(), r#"{"model_type": "gpt2"}"#)).unwrap_err();
-        assert!(matches!(err, Error::UnsupportedArchitecture { ref found, .. } if found == "gpt2"));
+        assert!(matches!(err, Error::CausalModelInBertMode { .. }));
     }
 
     #[test]
