@@ -6,42 +6,16 @@ use std::path::{Path, PathBuf};
 
 use bert_explain::Report;
 use candle_core::{Device, Tensor};
-use common::{bin, fixture, repo};
-use serde::Deserialize;
+use common::{bin, fails, fixture, report_of, AttentionFixture};
 
-#[derive(Deserialize)]
-struct AttentionFixture {
-    tokens: Vec<String>,
-    target: usize,
-    attention: Vec<Vec<Vec<Vec<f64>>>>,
-}
-
-/// The reference's own attention for a tiny-model case, as a `[L, H, n, n]` f32 tensor
-/// (the precision it was computed in) and its tokens.
+/// The reference's own attention for a tiny-model case and the stack as a tensor.
 fn reference_attention(name: &str) -> (Tensor, AttentionFixture) {
-    let path = repo().join(format!("tests/fixtures/attention/{name}.json"));
-    let fixture: AttentionFixture =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let a = &fixture.attention;
-    let dims = (a.len(), a[0].len(), a[0][0].len(), a[0][0].len());
-    let flat: Vec<f32> = a
-        .iter()
-        .flatten()
-        .flatten()
-        .flatten()
-        .map(|&v| v as f32)
-        .collect();
-    (Tensor::from_vec(flat, dims, &Device::Cpu).unwrap(), fixture)
+    let fixture = AttentionFixture::load(name);
+    (fixture.tensor(), fixture)
 }
 
 fn run(args: &[&str]) -> Report {
-    let output = bin().args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    report_of(bin().args(args))
 }
 
 fn arg(path: &Path) -> &str {
@@ -159,14 +133,6 @@ fn npy(dir: &Path, values: Vec<f32>, dims: &[usize]) -> PathBuf {
     path
 }
 
-fn fails(args: &[&str], status: i32, needle: &str) {
-    let output = bin().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(status), "{args:?}: {stderr}");
-    assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-}
-
 #[test]
 fn bad_attention_files_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
@@ -174,7 +140,7 @@ fn bad_attention_files_are_refused_clearly() {
     fails(
         &["--attention", arg(&wrong_shape), "--target", "0"],
         1,
-        "[2, 2, 3]",
+        &["[2, 2, 3]"],
     );
     let mut values = vec![0.5f32; 8];
     values[5] = f32::INFINITY;
@@ -182,13 +148,13 @@ fn bad_attention_files_are_refused_clearly() {
     fails(
         &["--attention", arg(&infinite), "--target", "0"],
         1,
-        "layer 2 head 0 row 0 holds inf",
+        &["layer 2 head 0 row 0 holds inf"],
     );
     let scores = npy(dir.path(), vec![0.6; 18], &[2, 3, 3]);
     fails(
         &["--attention", arg(&scores), "--target", "0"],
         1,
-        "sums to 1.8",
+        &["sums to 1.8"],
     );
     let good = npy(dir.path(), vec![0.5; 4], &[1, 2, 2]);
     fails(
@@ -201,13 +167,13 @@ fn bad_attention_files_are_refused_clearly() {
             "0",
         ],
         2,
-        "3 tokens",
+        &["3 tokens"],
     );
-    fails(&["--attention", arg(&good)], 2, "--target");
+    fails(&["--attention", arg(&good)], 2, &["--target"]);
     fails(
         &["--attention", arg(&good), "--target", "2"],
         2,
-        "out of range",
+        &["out of range"],
     );
     fails(
         &[
@@ -217,18 +183,18 @@ fn bad_attention_files_are_refused_clearly() {
             "0",
         ],
         1,
-        "no such file",
+        &["no such file"],
     );
     let text = dir.path().join("a.txt");
     std::fs::write(&text, "0.5").unwrap();
     fails(
         &["--attention", arg(&text), "--target", "0"],
         1,
-        "neither .npy nor .safetensors",
+        &["neither .npy nor .safetensors"],
     );
     fails(
         &["--attention", arg(&good), "a sentence [MASK]"],
         2,
-        "cannot be used with",
+        &["cannot be used with"],
     );
 }

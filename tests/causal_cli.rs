@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use bert_explain::causal::CausalReport;
-use common::{bin, repo};
+use common::{bin, fails, repo};
 
 const PROMPT: &str = "The author talked to Sara about";
 
@@ -32,21 +32,6 @@ fn json(model: &Path, extra: &[&str]) -> CausalReport {
     args.extend_from_slice(extra);
     args.push(PROMPT);
     serde_json::from_str(&run(&args, &[])).expect("stdout is one JSON report")
-}
-
-/// Runs the binary and checks the exit status and that stderr says `needles`.
-fn fails(args: &[&str], status: i32, needles: &[&str]) {
-    let output = bin().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(status), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty(), "{args:?}: nothing on stdout");
-    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-    for needle in needles {
-        assert!(
-            stderr.contains(needle),
-            "{args:?}: {needle:?} not in {stderr}"
-        );
-    }
 }
 
 /// A scratch copy of tiny-gpt2 without the files named in `leave_out`.

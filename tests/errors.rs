@@ -4,24 +4,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{bin, repo};
+use common::{bin, fails, repo};
 
 const TEXT: &str = "The author talked to Sara about [MASK] book";
-
-/// Runs the binary and checks the exit status and that stderr says `needles`.
-fn fails(args: &[&str], status: i32, needles: &[&str]) {
-    let output = bin().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(status), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty(), "{args:?}: nothing on stdout");
-    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-    for needle in needles {
-        assert!(
-            stderr.contains(needle),
-            "{args:?}: {needle:?} not in {stderr}"
-        );
-    }
-}
 
 fn tiny() -> String {
     repo().join("models/tiny-bert-modern").display().to_string()

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 
-use common::{assert_matches, bin, fixture, repo};
+use common::{assert_matches, bin, fixture, repo, report_of};
 
 const TEXT: &str = "The author talked to Sara about [MASK] book";
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -27,13 +27,7 @@ fn fill_cache(cache: &Path, id: &str, model: &str) {
 }
 
 fn explain_json(cmd: &mut assert_cmd::Command) -> bert_explain::Report {
-    let output = cmd.args(["--json", TEXT]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    report_of(cmd.args(["--json", TEXT]))
 }
 
 #[test]

@@ -4,16 +4,10 @@
 mod common;
 
 use bert_explain::{AttentionStack, Relevance, RelevanceOptions};
-use serde::Deserialize;
+use common::AttentionFixture;
 
 /// Far tighter than SPEC §1's 1e-6: both sides compute in f64 from the same inputs.
 const TOLERANCE: f64 = 1e-9;
-
-#[derive(Deserialize)]
-struct AttentionFixture {
-    target: usize,
-    attention: Vec<Vec<Vec<Vec<f64>>>>,
-}
 
 #[test]
 fn methods_match_the_reference_on_its_own_attention() {
@@ -22,8 +16,7 @@ fn methods_match_the_reference_on_its_own_attention() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
-        let fixture: AttentionFixture =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let fixture = AttentionFixture::load(&name);
         let (layers, heads, n) = (
             fixture.attention.len(),
             fixture.attention[0].len(),

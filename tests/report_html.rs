@@ -9,9 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use candle_core::{Device, Tensor};
-use common::{bin, repo};
-use serde::Deserialize;
+use common::{bin, repo, AttentionFixture};
 
 /// Why the browser check cannot run, if it cannot.
 fn missing_browser() -> Option<String> {
@@ -97,35 +95,15 @@ fn page_with_a_prediction_works_in_chromium() {
     );
 }
 
-#[derive(Deserialize)]
-struct AttentionFixture {
-    tokens: Vec<String>,
-    attention: Vec<Vec<Vec<Vec<f64>>>>,
-}
-
 /// `--attention` input (no prediction) with `--hide-special` and `--all-positions`.
 #[test]
 fn page_from_an_attention_file_works_in_chromium() {
     if !browser_available() {
         return;
     }
-    let path = repo().join("tests/fixtures/attention/encoder-flowers.json");
-    let fixture: AttentionFixture =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let a = &fixture.attention;
-    let dims = (a.len(), a[0].len(), a[0][0].len(), a[0][0].len());
-    let flat: Vec<f32> = a
-        .iter()
-        .flatten()
-        .flatten()
-        .flatten()
-        .map(|&v| v as f32)
-        .collect();
+    let fixture = AttentionFixture::load("encoder-flowers");
     let file = out_dir().join("encoder-flowers.npy");
-    Tensor::from_vec(flat, dims, &Device::Cpu)
-        .unwrap()
-        .write_npy(&file)
-        .unwrap();
+    fixture.tensor().write_npy(&file).unwrap();
     let tokens = fixture.tokens.join(" ");
     check_in_browser(
         "attention-file-hidden",

@@ -141,3 +141,61 @@ pub fn minilm() -> &'static Path {
         dir
     })
 }
+
+/// Runs the binary and checks the exit status, that stdout is empty, that stderr says each
+/// of `needles`, and that nothing panicked.
+pub fn fails(args: &[&str], status: i32, needles: &[&str]) {
+    let output = bin().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(status), "{args:?}: {stderr}");
+    assert!(output.stdout.is_empty(), "{args:?}: nothing on stdout");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: {needle:?} not in {stderr}"
+        );
+    }
+}
+
+/// Runs `cmd`, which must succeed, and parses the one JSON report on its stdout.
+pub fn report_of(cmd: &mut Command) -> Report {
+    let output = cmd.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The attention the reference computed for a tiny-model case
+/// (tests/fixtures/attention/<name>.json).
+#[derive(Debug, Deserialize)]
+pub struct AttentionFixture {
+    pub tokens: Vec<String>,
+    pub target: usize,
+    /// `[L][H][n][n]`.
+    pub attention: Vec<Vec<Vec<Vec<f64>>>>,
+}
+
+impl AttentionFixture {
+    pub fn load(name: &str) -> Self {
+        let path = repo().join(format!("tests/fixtures/attention/{name}.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// The stack as an f32 `[L, H, n, n]` tensor, the precision the reference computed it in.
+    pub fn tensor(&self) -> candle_core::Tensor {
+        let a = &self.attention;
+        let dims = (a.len(), a[0].len(), a[0][0].len(), a[0][0].len());
+        let flat: Vec<f32> = a
+            .iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .map(|&v| v as f32)
+            .collect();
+        candle_core::Tensor::from_vec(flat, dims, &candle_core::Device::Cpu).unwrap()
+    }
+}
