@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 use bert_explain::{
     attention::read_attention_file,
-    batch::run_batch,
     device,
     explain::{explain_attention, EvaluateOptions},
     importance::Blank,
@@ -17,7 +16,9 @@ use bert_explain::{
 };
 use clap::{Parser, ValueEnum};
 
-mod causal_cli;
+mod cli;
+
+use cli::{batch, causal};
 
 /// Explain which input tokens a BERT's prediction at [MASK] rests on: raw attention,
 /// attention rollout and attention flow (Abnar & Zuidema, ACL 2020).
@@ -128,7 +129,7 @@ struct Args {
     color: ColorArg,
 
     #[command(flatten)]
-    causal: causal_cli::CausalArgs,
+    causal: causal::CausalArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -215,11 +216,11 @@ fn run(args: &Args) -> anyhow::Result<()> {
         }),
     };
     if let Some(input) = &args.input {
-        return batch_mode(args, input, &device, &options);
+        return batch::run(args, input, &device, &options);
     }
     if let (None, Some(text)) = (&args.attention, &args.text) {
         let source = ModelSource::parse(&args.model, &args.revision);
-        let printing = causal_cli::Printing {
+        let printing = causal::Printing {
             json: args.json,
             terminal: Terminal {
                 all_layers: args.layers,
@@ -235,13 +236,13 @@ fn run(args: &Args) -> anyhow::Result<()> {
             ("--hide-special", args.hide_special),
         ];
         let relevance = options.relevance;
-        let causal = causal_cli::Causal {
+        let mode = causal::Causal {
             args: &args.causal,
             bert_only: bert_only
                 .into_iter()
                 .find_map(|(name, given)| given.then_some(name)),
         };
-        if causal_cli::run_if_causal(&source, text, causal, relevance, &device, printing)? {
+        if causal::run_if_causal(&source, text, mode, relevance, &device, printing)? {
             return Ok(());
         }
     }
@@ -332,53 +333,4 @@ fn explain_file(
     let tokens = tokens.map(|t| t.split_whitespace().map(String::from).collect());
     let name = file.display().to_string();
     Ok(explain_attention(&name, &stack, tokens, options)?)
-}
-
-/// `--input`: one model, every line of the file, a progress bar on stderr, and with
-/// `--evaluate` the summary table (on stderr when the reports go to stdout).
-fn batch_mode(
-    args: &Args,
-    input: &Path,
-    device: &candle_core::Device,
-    options: &ExplainOptions,
-) -> anyhow::Result<()> {
-    let reader = std::fs::File::open(input)
-        .map(std::io::BufReader::new)
-        .with_context(|| format!("cannot read {}", input.display()))?;
-    let explainer = load_explainer(args, device)?;
-    let mut output: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        )),
-        None => Box::new(std::io::stdout().lock()),
-    };
-    let bar = indicatif::ProgressBar::new(0).with_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left",
-        )
-        .expect("the progress template is valid"),
-    );
-    let start = std::time::Instant::now();
-    let outcome = run_batch(&explainer, reader, &mut output, options, |done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    })?;
-    bar.finish_and_clear();
-    let seconds = start.elapsed().as_secs_f64();
-    let mut summary = String::new();
-    if options.evaluate.is_some() {
-        summary += &outcome.summary.to_string();
-    }
-    summary += &format!(
-        "{} sentences ({} failed) in {seconds:.2} s: {:.1} sentences/s\n",
-        outcome.examples,
-        outcome.failed,
-        outcome.examples as f64 / seconds.max(1e-9)
-    );
-    match &args.output {
-        Some(_) => print!("{summary}"),
-        None => eprint!("{summary}"),
-    }
-    Ok(())
 }
