@@ -126,6 +126,9 @@ pub enum Error {
     )]
     NothingToGenerate,
 
+    #[error("--figure-token {token} is out of range: --generate {generate} makes tokens 0 to {}; choose one of those", generate.saturating_sub(1))]
+    FigureTokenOutOfRange { token: usize, generate: usize },
+
     #[error("the prompt encodes to {len} tokens but the model's context holds only {max}; shorten the prompt")]
     PromptTooLong { len: usize, max: usize },
 
@@ -172,6 +175,7 @@ impl Error {
                 | Error::NoTargetForAttention
                 | Error::EmptyPrompt
                 | Error::NothingToGenerate
+                | Error::FigureTokenOutOfRange { .. }
                 | Error::PromptTooLong { .. }
                 | Error::GenerationTooLong { .. }
                 | Error::CausalOptionForBert { .. }

@@ -290,8 +290,8 @@ fn figures_and_html_draw_both_maps() {
             &paths[0],
             PROMPT,
         ],
-        1,
-        &["--figure-token 5 is out of range"],
+        2,
+        &["--figure-token 5 is out of range", "tokens 0 to 1"],
     );
     // A folder that does not exist: a clear error and no file, partial or temporary.
     let missing = dir.path().join("no-such-folder").join("c.svg");

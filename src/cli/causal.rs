@@ -137,6 +137,10 @@ pub fn run_if_causal(
         }
         .into());
     }
+    let generate = args.options(relevance).generate;
+    if let Some(token) = args.figure_token.filter(|&k| k >= generate) {
+        return Err(Error::FigureTokenOutOfRange { token, generate }.into());
+    }
     eprintln!("Loading {source} (GPT-2: generating from the prompt)");
     let explainer = CausalExplainer::load(source, device)?;
     let report = explainer.explain(prompt, &args.options(relevance))?;
@@ -172,7 +176,7 @@ fn write_files(
     let k = token.unwrap_or(g - 1);
     if k >= g {
         anyhow::bail!(
-            "--figure-token {k} is out of range: {g} tokens were generated (0 to {})",
+            "--figure-token {k} is out of range: generation stopped at the end-of-text token after {g} tokens (0 to {}); choose one of those",
             g - 1
         );
     }
