@@ -63,7 +63,7 @@ pub fn importance(
     let gradients = p.backward()?;
     let grad = gradients
         .get(words.as_tensor())
-        .ok_or_else(|| Error::Attention("no gradient reached the input embeddings".into()))?
+        .ok_or_else(|| candle_core::Error::Msg("no gradient reached the input embeddings".into()))?
         .squeeze(0)?;
     let embeddings = words.as_tensor().squeeze(0)?;
     let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
@@ -87,7 +87,10 @@ fn probability(model: &BertForMaskedLm, words: &Tensor, target: usize, id: u32) 
     let logits = model
         .forward_words(words, target)?
         .logits
-        .ok_or_else(|| Error::Attention("importance scores need a masked-LM head".into()))?;
+        .ok_or(Error::NeedsMlmHead {
+            what: "importance scores",
+            model: "this checkpoint".into(),
+        })?;
     let probs = candle_nn::ops::softmax(&logits, D::Minus1)?;
     Ok(probs.narrow(1, id as usize, 1)?.squeeze(1)?.squeeze(0)?)
 }

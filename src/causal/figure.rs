@@ -6,15 +6,11 @@ use std::fmt::Write as _;
 
 use super::report::{CausalMethod, CausalReport};
 use crate::report::colour::{hex, ramp, RAMP};
-use crate::report::{esc, FONT_FAMILY};
+use crate::report::{esc, CHAR_W, FONT_FAMILY, MARGIN, MUTED, TARGET as HIGHLIGHT};
 
-const MARGIN: i64 = 20;
-const CHAR_W: f64 = 7.4;
 const GRID_TOP: i64 = 84;
 const CELL_H: i64 = 22;
 const GAP: i64 = 40;
-const HIGHLIGHT: &str = "#c0392b";
-const MUTED: &str = "#666";
 
 /// One heatmap: rows top to bottom, one column per prompt token.
 struct Panel<'a> {

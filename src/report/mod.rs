@@ -22,6 +22,7 @@ pub use json::Json;
 pub use output::{Format, OutputFile};
 pub use png::{rasterise, Png};
 pub use svg::{esc, figure, Svg, FONT_FAMILY};
+pub(crate) use svg::{CHAR_W, MARGIN, MUTED, TARGET};
 pub use terminal::{Colour, Terminal};
 pub use view::{is_special, View};
 

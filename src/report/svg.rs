@@ -19,15 +19,15 @@ impl Renderer for Svg {
 
 /// The fonts the figure asks for; PNG rendering embeds DejaVu Sans.
 pub const FONT_FAMILY: &str = "DejaVu Sans, Verdana, Arial, sans-serif";
-const MARGIN: i64 = 20;
+pub(crate) const MARGIN: i64 = 20;
 /// Advance of an average character at 12px in DejaVu Sans, rounded up.
-const CHAR_W: f64 = 7.4;
+pub(crate) const CHAR_W: f64 = 7.4;
 const GRID_TOP: i64 = 96;
 const ROW_LABELS: i64 = 28;
 const PANEL_GAP: i64 = 18;
-const TARGET: &str = "#c0392b";
+pub(crate) const TARGET: &str = "#c0392b";
 const INK: &str = "#222";
-const MUTED: &str = "#666";
+pub(crate) const MUTED: &str = "#666";
 const METHODS: [&str; 3] = ["Raw attention", "Attention rollout", "Attention flow"];
 
 /// Where everything goes, in whole pixels so that the SVG text is stable.
