@@ -8,22 +8,37 @@ use serde::Deserialize;
 use crate::error::Result;
 use crate::evaluate::Summary;
 use crate::explain::{ExplainOptions, Explainer};
+use crate::input::{Line, Lines, LINE_LIMIT};
 
 /// One input line: `{"text": "...", "target": 7, "candidates": ["is", "are"],
 /// "expected": "are"}`; all but text are optional; target and candidates default to the
 /// command line's.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Example {
-    text: String,
+pub struct Example {
+    pub text: String,
     #[serde(default)]
-    target: Option<usize>,
+    pub target: Option<usize>,
     #[serde(default)]
-    candidates: Option<Vec<String>>,
+    pub candidates: Option<Vec<String>>,
     /// The right answer, which datasets may record; not used by the explainer.
     #[serde(default)]
-    #[allow(dead_code)]
-    expected: Option<String>,
+    pub expected: Option<String>,
+}
+
+impl Example {
+    /// One line of a batch file, or what is wrong with it.
+    pub fn parse(line: &Line) -> std::result::Result<Self, String> {
+        match line {
+            Line::Text(text) => serde_json::from_str(text).map_err(|e| {
+                format!("not a JSON object with \"text\" (and optional \"target\", \"candidates\"): {e}")
+            }),
+            Line::TooLong => Err(format!(
+                "the line is longer than {LINE_LIMIT} bytes, more than any model's positions can hold; it was skipped"
+            )),
+            Line::NotUtf8 => Err("the line is not UTF-8 text; save the file as UTF-8".into()),
+        }
+    }
 }
 
 /// What a batch run did.
@@ -35,29 +50,29 @@ pub struct BatchOutcome {
     pub summary: Summary,
 }
 
+/// The lines of a batch file that hold something (blank lines are skipped), each at most
+/// [`LINE_LIMIT`] bytes in memory.
+pub fn examples(input: impl BufRead) -> impl Iterator<Item = std::io::Result<(usize, Line)>> {
+    Lines::new(input, LINE_LIMIT)
+        .filter(|line| !matches!(line, Ok((_, Line::Text(text))) if text.trim().is_empty()))
+}
+
 /// Explains every non-blank line of `input`, writing one JSON line per input line to
 /// `output`: the report, or `{"line": N, "error": "..."}` for a line that cannot be
-/// explained (the others still run). `progress(done, total)` is called after each line.
+/// explained (the others still run). `progress(done)` is called after each line. Memory
+/// stays bounded whatever the input: lines are read one at a time, each capped.
 pub fn run_batch(
     explainer: &Explainer,
     input: impl BufRead,
     output: &mut dyn Write,
     options: &ExplainOptions,
-    mut progress: impl FnMut(usize, usize),
+    mut progress: impl FnMut(usize),
 ) -> Result<BatchOutcome> {
-    let lines: Vec<(usize, String)> = input
-        .lines()
-        .enumerate()
-        .map(|(i, line)| line.map(|l| (i + 1, l)))
-        .collect::<std::io::Result<_>>()?;
-    let lines: Vec<_> = lines
-        .into_iter()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .collect();
     let mut outcome = BatchOutcome::default();
-    for (done, (number, line)) in lines.iter().enumerate() {
+    for line in examples(input) {
+        let (number, line) = line?;
         outcome.examples += 1;
-        let record = match explain_line(explainer, line, options) {
+        let record = match explain_line(explainer, &line, options) {
             Ok(report) => {
                 if let Some(evaluation) = &report.evaluation {
                     outcome.summary.add(evaluation);
@@ -70,7 +85,7 @@ pub fn run_batch(
             }
         };
         writeln!(output, "{record}")?;
-        progress(done + 1, lines.len());
+        progress(outcome.examples);
     }
     output.flush()?;
     Ok(outcome)
@@ -78,12 +93,10 @@ pub fn run_batch(
 
 fn explain_line(
     explainer: &Explainer,
-    line: &str,
+    line: &Line,
     options: &ExplainOptions,
 ) -> std::result::Result<crate::Report, String> {
-    let example: Example = serde_json::from_str(line).map_err(|e| {
-        format!("not a JSON object with \"text\" (and optional \"target\", \"candidates\"): {e}")
-    })?;
+    let example = Example::parse(line)?;
     let options = ExplainOptions {
         target: example.target.or(options.target),
         candidates: example

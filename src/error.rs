@@ -104,6 +104,9 @@ pub enum Error {
     )]
     NoBlankToken(&'static str),
 
+    #[error("--fusion min leaves layer {layer} row {row} with no attention at all (its heads attend to disjoint tokens), so nothing can flow through it; use --fusion mean or max")]
+    EmptyFusedRow { layer: usize, row: usize },
+
     #[error("the attention stack is not usable: {0}")]
     Attention(String),
 
@@ -151,6 +154,18 @@ pub enum Error {
     #[error("cannot read {path} as a GPT-2 config (model_type \"gpt2\"): {message}; check that it is a valid GPT-2 config.json")]
     CausalConfig { path: PathBuf, message: String },
 
+    #[error("{what} is not finite (NaN or infinite); the checkpoint's weights hold NaN or values that overflow: check or download the checkpoint again")]
+    NotFinite { what: String },
+
+    #[error("{option} is not used {why}; leave it out")]
+    OptionNotUsed { option: String, why: &'static str },
+
+    #[error("this model's vocabulary has no mask token ([MASK] or <mask>), so the text cannot mark the word to predict (tokens: {tokens}); choose the position to explain with --target INDEX")]
+    NoMaskToken { tokens: String },
+
+    #[error("the token {token:?} has id {id}, but the model's embedding table has only {rows} rows; the tokenizer and the weights do not belong together")]
+    TokenOutsideEmbeddings { token: String, id: u32, rows: usize },
+
     #[error("the tensor computation failed: {0}")]
     Candle(#[from] candle_core::Error),
 
@@ -180,6 +195,9 @@ impl Error {
                 | Error::GenerationTooLong { .. }
                 | Error::CausalOptionForBert { .. }
                 | Error::BertOptionForCausal { .. }
+                | Error::OptionNotUsed { .. }
+                | Error::NoMaskToken { .. }
+                | Error::NeedsMlmHead { .. }
         )
     }
 }

@@ -94,12 +94,24 @@ impl Explainer {
                 max: self.config.max_position_embeddings,
             });
         }
+        let rows = self.config.vocab_size;
+        if let Some(i) = encoding.ids.iter().position(|&id| id as usize >= rows) {
+            return Err(Error::TokenOutsideEmbeddings {
+                token: encoding.tokens[i].clone(),
+                id: encoding.ids[i],
+                rows,
+            });
+        }
         let mask = self.tokenizer.mask_id();
         let target = resolve_target(&encoding.tokens, options.target, |i| {
             Some(encoding.ids[i]) == mask
         })?
-        .ok_or_else(|| Error::NoMask {
-            tokens: listing(&encoding.tokens),
+        .ok_or_else(|| {
+            let tokens = listing(&encoding.tokens);
+            match mask {
+                Some(_) => Error::NoMask { tokens },
+                None => Error::NoMaskToken { tokens },
+            }
         })?;
         let candidates = if self.has_mlm_head() {
             self.candidate_ids(&options.candidates)?
@@ -188,6 +200,11 @@ impl Explainer {
         top_k: usize,
     ) -> Result<Prediction> {
         let probs: Vec<f32> = candle_nn::ops::softmax(logits, 0)?.to_vec1()?;
+        if probs.iter().any(|p| !p.is_finite()) {
+            return Err(Error::NotFinite {
+                what: "the masked-LM head's output".into(),
+            });
+        }
         let entry = |word: String, id: u32| WordProbability {
             word,
             id,
@@ -259,6 +276,17 @@ fn assemble(
     options: &ExplainOptions,
 ) -> Result<Report> {
     let graph = AttentionGraph::new(stack, options.relevance)?;
+    let relevance = graph.relevance(target)?;
+    let maps = [&relevance.raw, &relevance.rollout, &relevance.flow];
+    if maps
+        .iter()
+        .flat_map(|m| m.iter().flatten())
+        .any(|v| !v.is_finite())
+    {
+        return Err(Error::NotFinite {
+            what: "a relevance map".into(),
+        });
+    }
     let all_positions = match options.all_positions {
         true => Some(graph.all_positions()?),
         false => None,
@@ -274,7 +302,7 @@ fn assemble(
         prediction,
         layers: stack.layers(),
         heads: stack.heads(),
-        relevance: graph.relevance(target)?,
+        relevance,
         all_positions,
         importance: None,
         evaluation: None,

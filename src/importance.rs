@@ -70,7 +70,7 @@ pub fn importance(
     let gradient_x_input = (&grad * &embeddings)?.sum(D::Minus1)?;
     let baseline = scalar(&p)?;
     let blanked = blank_out(model, ids, target, query)?;
-    Ok(Importance {
+    let scores = Importance {
         word: query.word.clone(),
         id: query.id,
         probability: baseline,
@@ -78,7 +78,18 @@ pub fn importance(
         gradient_norm: host(&gradient_norm)?,
         gradient_x_input: host(&gradient_x_input)?,
         blank_out: blanked.iter().map(|q| baseline - q).collect(),
-    })
+    };
+    let all = [
+        &scores.gradient_norm,
+        &scores.gradient_x_input,
+        &scores.blank_out,
+    ];
+    if !baseline.is_finite() || all.iter().any(|v| v.iter().any(|x| !x.is_finite())) {
+        return Err(Error::NotFinite {
+            what: "an importance score (gradient or blank-out)".into(),
+        });
+    }
+    Ok(scores)
 }
 
 /// `words`: `[b, n, hidden]` → p(`id`) at `target` for each sequence, `[b]` (a scalar

@@ -25,6 +25,7 @@ pub mod error;
 pub mod evaluate;
 pub mod explain;
 pub mod importance;
+pub mod input;
 pub mod model;
 pub mod relevance;
 pub mod report;

@@ -7,17 +7,21 @@ use std::process::ExitCode;
 use anyhow::Context;
 use bert_explain::{
     attention::read_attention_file,
+    causal::is_causal,
     device,
     explain::{explain_attention, EvaluateOptions},
     importance::Blank,
-    report::{Colour, Format, OutputFile, View},
+    report::{
+        remove_partial_outputs_on_interrupt, terminal_text, Colour, Format, OutputFile, View,
+    },
     DeviceChoice, Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource,
     RelevanceOptions, Renderer, Report, Terminal,
 };
-use clap::{Parser, ValueEnum};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 mod cli;
 
+use cli::options::{refuse_unused, Mode};
 use cli::{batch, causal};
 
 /// Explain which input tokens a BERT's prediction at [MASK] rests on: raw attention,
@@ -176,18 +180,30 @@ fn parse_alpha(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
+    let matches = Args::command().get_matches();
+    let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    remove_partial_outputs_on_interrupt();
+    match run(&args, &matches) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("Error: {err:#}");
+            // Messages may quote a checkpoint's tokens: nothing in them may act on the terminal.
+            eprintln!("Error: {}", terminal_text(&format!("{err:#}")));
             let usage = err.downcast_ref::<Error>().is_some_and(Error::is_usage);
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }
 }
 
-fn run(args: &Args) -> anyhow::Result<()> {
+fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
+    let source = ModelSource::parse(&args.model, &args.revision);
+    let mode = match (&args.input, &args.attention) {
+        (Some(_), _) => Mode::Batch,
+        (None, Some(_)) => Mode::Attention,
+        (None, None) if is_causal(&source) => Mode::Causal,
+        (None, None) => Mode::Masked,
+    };
+    refuse_unused(matches, mode, &source.to_string())?;
+    let files = output_files(args)?;
     let device = device(match args.device {
         DeviceArg::Auto => DeviceChoice::Auto,
         DeviceArg::Cpu => DeviceChoice::Cpu,
@@ -215,38 +231,22 @@ fn run(args: &Args) -> anyhow::Result<()> {
             },
         }),
     };
-    if let Some(input) = &args.input {
-        return batch::run(args, input, &device, &options);
-    }
-    if let (None, Some(text)) = (&args.attention, &args.text) {
-        let source = ModelSource::parse(&args.model, &args.revision);
-        let printing = causal::Printing {
-            json: args.json,
-            terminal: Terminal {
-                all_layers: args.layers,
-                colour: Colour::Plain,
-            },
-            figures: args.figure.clone(),
-            html: args.html.clone(),
-        };
-        let bert_only = [
-            ("--target", args.target.is_some()),
-            ("--all-positions", args.all_positions),
-            ("--evaluate", args.evaluate),
-            ("--hide-special", args.hide_special),
-        ];
-        let relevance = options.relevance;
-        let mode = causal::Causal {
-            args: &args.causal,
-            bert_only: bert_only
-                .into_iter()
-                .find_map(|(name, given)| given.then_some(name)),
-        };
-        if causal::run_if_causal(&source, text, mode, relevance, &device, printing)? {
-            return Ok(());
+    match (mode, &args.input, &args.text) {
+        (Mode::Batch, Some(input), _) => return batch::run(args, input, &device, &options),
+        (Mode::Causal, _, Some(text)) => {
+            let printing = causal::Printing {
+                json: args.json,
+                terminal: Terminal {
+                    all_layers: args.layers,
+                    colour: Colour::Plain,
+                },
+                files,
+            };
+            let relevance = options.relevance;
+            return causal::run(&source, text, &args.causal, relevance, &device, printing);
         }
+        _ => {}
     }
-    let files = output_files(args)?;
     let report = match (&args.attention, &args.text) {
         (Some(file), _) => explain_file(file, args.tokens.as_deref(), &device, &options)?,
         (None, Some(text)) => explain_text(args, text, &device, &options)?,
@@ -256,9 +256,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
         true => View::hide_special(report),
         false => View::full(report),
     };
-    for file in files {
+    for (file, format) in files {
         let path = file.path().display().to_string();
-        file.finish(&view)
+        file.finish(&view, format)
             .with_context(|| format!("cannot write {path}"))?;
         eprintln!("Wrote {path}");
     }
@@ -286,19 +286,17 @@ fn run(args: &Args) -> anyhow::Result<()> {
 
 /// The --figure and --html files, created (empty, hidden, temporary) before the model runs
 /// so that a bad path fails at once; each appears under its name only once written.
-fn output_files(args: &Args) -> anyhow::Result<Vec<OutputFile>> {
+fn output_files(args: &Args) -> anyhow::Result<Vec<(OutputFile, Format)>> {
     let figures = args.figure.iter().map(|p| (p, Format::of_figure(p)));
     let html = args.html.iter().map(|p| (p, Format::of_html(p)));
+    let inputs: Vec<&Path> = args.attention.iter().map(PathBuf::as_path).collect();
     figures
         .chain(html)
         .map(|(path, format)| {
             let format = format.map_err(anyhow::Error::msg)?;
-            OutputFile::create(path, format).with_context(|| {
-                format!(
-                    "cannot create {}: check that its folder exists and that you may write there",
-                    path.display()
-                )
-            })
+            let file = OutputFile::create(path, &inputs)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            Ok((file, format))
         })
         .collect()
 }

@@ -9,6 +9,7 @@ use tokenizers::processors::bert::BertProcessing;
 use tokenizers::{AddedToken, Tokenizer};
 
 use crate::error::{Error, Result};
+use crate::input::{read_capped, TOKENIZER_LIMIT};
 
 const SPECIAL: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 
@@ -28,16 +29,9 @@ impl TextTokenizer {
     /// Loads tokenizer.json, dropping any padding or truncation it asks for: the
     /// explainer must see exactly the given text.
     pub fn from_tokenizer_json(path: &Path) -> Result<Self> {
-        let mut inner = Tokenizer::from_file(path).map_err(|e| Error::Tokenizer {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        inner.with_padding(None);
-        inner.with_truncation(None).map_err(|e| Error::Tokenizer {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        Ok(Self { inner })
+        Ok(Self {
+            inner: tokenizer_json(path)?,
+        })
     }
 
     /// Builds BERT's tokenizer from a vocab.txt, as the original BertTokenizer does.
@@ -46,7 +40,10 @@ impl TextTokenizer {
             path: path.to_path_buf(),
             message,
         };
-        let model = WordPiece::from_file(&path.to_string_lossy())
+        let bytes = read_capped(path, TOKENIZER_LIMIT).map_err(|e| bad(e.to_string()))?;
+        let vocab = WordPiece::read_bytes(&bytes).map_err(|e| bad(e.to_string()))?;
+        let model = WordPiece::builder()
+            .vocab(vocab)
             .unk_token("[UNK]".into())
             .build()
             .map_err(|e| bad(e.to_string()))?;
@@ -117,6 +114,22 @@ impl TextTokenizer {
     pub fn token_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
     }
+}
+
+/// A tokenizer.json (read within [`TOKENIZER_LIMIT`]) without the padding and truncation
+/// it may ask for.
+pub fn tokenizer_json(path: &Path) -> Result<Tokenizer> {
+    let bad = |message: String| Error::Tokenizer {
+        path: path.to_path_buf(),
+        message,
+    };
+    let bytes = read_capped(path, TOKENIZER_LIMIT).map_err(|e| bad(e.to_string()))?;
+    let mut inner = Tokenizer::from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
+    inner.with_padding(None);
+    inner
+        .with_truncation(None)
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(inner)
 }
 
 #[cfg(test)]

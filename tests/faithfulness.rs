@@ -127,7 +127,8 @@ fn evaluate_needs_a_masked_lm_head() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    // An option that does not fit the model: a usage error (SPEC §3).
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("--evaluate needs a checkpoint with a masked-LM head"),
         "{stderr}"

@@ -142,7 +142,7 @@ fn missing_folder_fails_before_the_model_runs() {
         stderr.contains(&format!("cannot create {}", path.display())),
         "{stderr}"
     );
-    assert!(stderr.contains("folder exists"), "{stderr}");
+    assert!(stderr.contains("folder does not exist"), "{stderr}");
     assert!(
         !stderr.contains("/no/such/model"),
         "checked before loading: {stderr}"

@@ -3,6 +3,7 @@
 
 mod file;
 mod matrix;
+mod npy;
 
 use candle_core::{DType, Device, Tensor, D};
 
@@ -31,9 +32,25 @@ pub struct AttentionStack {
 }
 
 impl AttentionStack {
-    /// From the model's per-layer tensors, each `[1, heads, n, n]`.
+    /// From the model's per-layer tensors, each `[1, heads, n, n]`; NaN or infinite
+    /// attention (weights that hold NaN or overflow) is an error naming the layer and head.
     pub fn from_tensors(attentions: &[Tensor]) -> Result<Self> {
-        Self::new(Tensor::cat(attentions, 0)?)
+        let stack = Self::new(Tensor::cat(attentions, 0)?)?;
+        // Probabilities are bounded, so a head's sum is finite exactly when all its values are.
+        let sums: Vec<Vec<f64>> = stack
+            .tensor
+            .sum(D::Minus1)?
+            .sum(D::Minus1)?
+            .to_dtype(DType::F64)?
+            .to_vec2()?;
+        for (layer, heads) in sums.iter().enumerate() {
+            if let Some(head) = heads.iter().position(|s| !s.is_finite()) {
+                return Err(Error::NotFinite {
+                    what: format!("the attention of layer {} head {head}", layer + 1),
+                });
+            }
+        }
+        Ok(stack)
     }
 
     /// From one `[layers, heads, n, n]` tensor; `[layers, n, n]` counts as one head.
@@ -94,7 +111,19 @@ impl AttentionStack {
         Ok(match fusion {
             HeadFusion::Mean => self.tensor.mean(1)?,
             HeadFusion::Max => normalise_rows(&self.tensor.max(1)?)?,
-            HeadFusion::Min => normalise_rows(&self.tensor.min(1)?)?,
+            HeadFusion::Min => {
+                let fused = self.tensor.min(1)?;
+                let sums: Vec<Vec<f64>> = fused.sum(D::Minus1)?.to_dtype(DType::F64)?.to_vec2()?;
+                for (layer, rows) in sums.iter().enumerate() {
+                    if let Some(row) = rows.iter().position(|s| *s <= 0.0) {
+                        return Err(Error::EmptyFusedRow {
+                            layer: layer + 1,
+                            row,
+                        });
+                    }
+                }
+                normalise_rows(&fused)?
+            }
         })
     }
 }
@@ -161,6 +190,34 @@ mod tests {
         assert_close(&host(&max), &[0.9 / 1.4, 0.5 / 1.4, 1.0 / 1.8, 0.8 / 1.8]);
         let min = two_heads().fuse(HeadFusion::Min).unwrap();
         assert_close(&host(&min), &[0.5 / 0.6, 0.1 / 0.6, 1.0, 0.0]);
+    }
+
+    #[test]
+    fn min_fusion_of_disjoint_heads_is_an_error() {
+        let data = vec![0.5, 0.5, 1.0, 0.0, 0.9, 0.1, 0.0, 1.0];
+        let stack = AttentionStack::from_vec(1, 2, 2, data).unwrap();
+        let err = stack.fuse(HeadFusion::Min).unwrap_err();
+        assert!(
+            matches!(err, Error::EmptyFusedRow { layer: 1, row: 1 }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn non_finite_model_attention_names_layer_and_head() {
+        let device = Device::Cpu;
+        let good = Tensor::full(0.5f32, (1, 2, 2, 2), &device).unwrap();
+        let bad = Tensor::from_vec(
+            vec![0.5f32, 0.5, 0.5, 0.5, 0.5, 0.5, f32::NAN, 0.5],
+            (1, 2, 2, 2),
+            &device,
+        )
+        .unwrap();
+        let err = AttentionStack::from_tensors(&[good, bad]).unwrap_err();
+        assert!(
+            err.to_string().contains("layer 2 head 1 is not finite"),
+            "{err}"
+        );
     }
 
     #[test]

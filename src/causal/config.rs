@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use crate::checkpoint::Activation;
 use crate::error::{Error, Result};
+use crate::input::{read_text_capped, METADATA_LIMIT};
 
 /// The parts of a GPT-2 config.json that the forward pass and generation need.
 #[derive(Debug, Clone, Deserialize)]
@@ -45,7 +46,7 @@ fn default_true() -> bool {
 
 /// The `model_type` of a config.json, if it can be read and names one.
 pub fn model_type(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = read_text_capped(path, METADATA_LIMIT).ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     Some(value.get("model_type")?.as_str()?.to_string())
 }
@@ -57,7 +58,7 @@ impl Gpt2Config {
             path: path.to_path_buf(),
             message,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| bad(e.to_string()))?;
         let value: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
         let found = value
@@ -80,6 +81,12 @@ impl Gpt2Config {
             return Err(bad(format!(
                 "n_embd {} is not a multiple of n_head {}",
                 config.n_embd, config.n_head
+            )));
+        }
+        if !(config.layer_norm_epsilon > 0.0 && config.layer_norm_epsilon.is_finite()) {
+            return Err(bad(format!(
+                "layer_norm_epsilon {} is not a positive number",
+                config.layer_norm_epsilon
             )));
         }
         if config.scale_attn_by_inverse_layer_idx {

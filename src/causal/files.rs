@@ -1,14 +1,17 @@
 //! A GPT-2 checkpoint's files (local folder or the Hub) and its byte-level BPE tokenizer.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use tokenizers::models::bpe::BPE;
+use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer};
 
 use super::config::model_type;
 use crate::checkpoint::{HubRepo, ModelSource};
 use crate::error::{Error, Result};
+use crate::input::{read_text_capped, TOKENIZER_LIMIT};
+use crate::tokens::tokenizer_json;
 
 const WEIGHT_FILES: [&str; 2] = ["model.safetensors", "pytorch_model.bin"];
 const EOS: &str = "<|endoftext|>";
@@ -73,7 +76,7 @@ impl CausalFiles {
             needs,
         };
         let config = folder.join("config.json");
-        if !config.is_file() {
+        if !config.exists() {
             return Err(missing("config.json", "a config.json describing the model"));
         }
         let (json, vocab, merges) = (
@@ -81,9 +84,9 @@ impl CausalFiles {
             folder.join("vocab.json"),
             folder.join("merges.txt"),
         );
-        let tokenizer = if json.is_file() {
+        let tokenizer = if json.exists() {
             TokenizerFiles::Json(json)
-        } else if vocab.is_file() && merges.is_file() {
+        } else if vocab.exists() && merges.exists() {
             TokenizerFiles::VocabMerges { vocab, merges }
         } else {
             return Err(missing(
@@ -94,7 +97,7 @@ impl CausalFiles {
         let weights = WEIGHT_FILES
             .iter()
             .map(|name| folder.join(name))
-            .find(|path| path.is_file())
+            .find(|path| path.exists())
             .ok_or_else(|| {
                 missing(
                     "model.safetensors",
@@ -110,32 +113,53 @@ impl CausalFiles {
 
     /// Loads the tokenizer, never padding or truncating.
     pub fn load_tokenizer(&self) -> Result<CausalTokenizer> {
-        let (path, built) = match &self.tokenizer {
-            TokenizerFiles::Json(path) => (path, Tokenizer::from_file(path)),
-            TokenizerFiles::VocabMerges { vocab, merges } => (vocab, vocab_merges(vocab, merges)),
+        let inner = match &self.tokenizer {
+            TokenizerFiles::Json(path) => tokenizer_json(path)?,
+            TokenizerFiles::VocabMerges { vocab, merges } => vocab_merges(vocab, merges)?,
         };
-        let bad = |message: String| Error::Tokenizer {
-            path: path.clone(),
-            message,
-        };
-        let mut inner = built.map_err(|e| bad(e.to_string()))?;
-        inner.with_padding(None);
-        inner
-            .with_truncation(None)
-            .map_err(|e| bad(e.to_string()))?;
         Ok(CausalTokenizer { inner })
     }
 }
 
 /// GPT-2's tokenizer from its two original files: byte-level pre-tokenizer and decoder.
-fn vocab_merges(vocab: &Path, merges: &Path) -> tokenizers::Result<Tokenizer> {
-    let bpe = BPE::from_file(&vocab.to_string_lossy(), &merges.to_string_lossy()).build()?;
+fn vocab_merges(vocab: &Path, merges: &Path) -> Result<Tokenizer> {
+    let bad = |path: &Path, message: String| Error::Tokenizer {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text =
+        |path: &Path| read_text_capped(path, TOKENIZER_LIMIT).map_err(|e| bad(path, e.to_string()));
+    let words: HashMap<String, u32> =
+        serde_json::from_str(&text(vocab)?).map_err(|e| bad(vocab, e.to_string()))?;
+    let pairs = text(merges)?
+        .lines()
+        .filter(|line| !line.starts_with("#version"))
+        .enumerate()
+        .map(
+            |(rank, line)| match line.split(' ').collect::<Vec<_>>()[..] {
+                [a, b] => Ok((a.to_string(), b.to_string())),
+                _ => Err(bad(
+                    merges,
+                    format!(
+                        "merge {} is not two tokens separated by one space",
+                        rank + 1
+                    ),
+                )),
+            },
+        )
+        .collect::<Result<Vec<_>>>()?;
+    let bpe = BPE::builder()
+        .vocab_and_merges(words.into_iter().collect::<Vocab>(), pairs)
+        .build()
+        .map_err(|e| bad(vocab, e.to_string()))?;
     let mut tokenizer = Tokenizer::new(bpe);
     tokenizer
         .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
         .with_decoder(Some(ByteLevel::default()));
     if tokenizer.token_to_id(EOS).is_some() {
-        tokenizer.add_special_tokens([AddedToken::from(EOS, true)])?;
+        tokenizer
+            .add_special_tokens([AddedToken::from(EOS, true)])
+            .map_err(|e| bad(vocab, e.to_string()))?;
     }
     Ok(tokenizer)
 }

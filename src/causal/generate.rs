@@ -5,7 +5,7 @@ use candle_core::{DType, Device, Tensor};
 
 use super::model::{Gpt2, KvCache};
 use crate::attention::AttentionStack;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// How the next token is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,6 +51,11 @@ pub fn generate(
         let step = model.forward(&input, &mut cache)?;
         steps.push(step.attentions);
         let logits: Vec<f32> = step.logits.to_dtype(DType::F32)?.to_vec1()?;
+        if logits.iter().any(|l| !l.is_finite()) {
+            return Err(Error::NotFinite {
+                what: "the language-model head's output".into(),
+            });
+        }
         let next = match decoding {
             Decoding::Greedy => argmax(&logits),
             Decoding::Sample { temperature, .. } => sample(&logits, temperature, rng.next_unit()),

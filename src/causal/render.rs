@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use super::report::{CausalMethod, CausalReport};
-use crate::report::{Json, Terminal};
+use crate::report::{terminal_text, Json, Terminal};
 
 /// A way of printing a causal report.
 pub trait CausalRenderer {
@@ -30,7 +30,7 @@ impl CausalRenderer for Terminal {
         writeln!(
             out,
             "{} on {}: {} layers × {} heads, {} prompt tokens, {} generated ({strategy}{})",
-            report.model,
+            terminal_text(&report.model),
             report.device,
             report.layers,
             report.heads,
@@ -43,8 +43,8 @@ impl CausalRenderer for Terminal {
             },
         )?;
         writeln!(out)?;
-        writeln!(out, "Prompt:    {}", report.prompt)?;
-        writeln!(out, "Generated: {}", report.generated_text)?;
+        writeln!(out, "Prompt:    {}", terminal_text(&report.prompt))?;
+        writeln!(out, "Generated: {}", terminal_text(&report.generated_text))?;
         writeln!(out)?;
         let ranking = &report.ranking;
         writeln!(
@@ -61,9 +61,9 @@ impl CausalRenderer for Terminal {
         for (k, (token, top)) in report.generated_tokens.iter().zip(&ranking.top).enumerate() {
             let picks: Vec<String> = top
                 .iter()
-                .map(|t| format!("{:?}@{} {:.3}", t.token, t.index, t.score))
+                .map(|t| format!("{}@{} {:.3}", quoted(&t.token), t.index, t.score))
                 .collect();
-            let shown = format!("{token:?}");
+            let shown = quoted(token);
             writeln!(out, "  {k:>3}  {shown:<width$}  ← {}", picks.join("  "))?;
         }
         if self.all_layers {
@@ -106,7 +106,7 @@ fn write_map(
     writeln!(out, "  {:>3}  {:<width$} {header}", "#", "token")?;
     for (k, (token, row)) in report.generated_tokens.iter().zip(&map).enumerate() {
         let values: String = row.iter().map(|v| format!(" {v:>cell$.4}")).collect();
-        writeln!(out, "  {k:>3}  {:<width$} {values}", format!("{token:?}"))?;
+        writeln!(out, "  {k:>3}  {:<width$} {values}", quoted(token))?;
     }
     Ok(())
 }
@@ -114,8 +114,13 @@ fn write_map(
 fn column_width(tokens: &[String]) -> usize {
     tokens
         .iter()
-        .map(|t| format!("{t:?}").chars().count())
+        .map(|t| quoted(t).chars().count())
         .max()
         .unwrap_or(0)
         .max(5)
+}
+
+/// A token in quotes, escaped so that it cannot act on the terminal.
+fn quoted(token: &str) -> String {
+    terminal_text(&format!("{token:?}"))
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::input::{read_text_capped, METADATA_LIMIT};
 
 /// The feed-forward activation named by `hidden_act`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -50,7 +51,7 @@ fn default_layer_norm_eps() -> f64 {
 impl BertConfig {
     /// Reads and checks a config.json: a BERT with absolute positions and sizes that fit.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+        let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| Error::Config {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
@@ -87,6 +88,11 @@ impl BertConfig {
             Some(format!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads
+            ))
+        } else if !(self.layer_norm_eps > 0.0 && self.layer_norm_eps.is_finite()) {
+            Some(format!(
+                "layer_norm_eps {} is not a positive number",
+                self.layer_norm_eps
             ))
         } else if self.num_hidden_layers == 0 {
             Some("num_hidden_layers must be positive".to_string())

@@ -14,6 +14,7 @@ pub use hub::HubRepo;
 pub use weights::{WeightPath, Weights};
 
 use crate::error::{Error, Result};
+use crate::input::{read_text_capped, METADATA_LIMIT};
 use crate::tokens::TextTokenizer;
 
 /// The tokenizer files a checkpoint may have, best first.
@@ -98,7 +99,7 @@ impl CheckpointFiles {
             names
                 .iter()
                 .map(|name| folder.join(name))
-                .find(|path| path.is_file())
+                .find(|path| path.exists())
                 .ok_or(Error::MissingFile {
                     folder: folder.to_path_buf(),
                     file: names[0],
@@ -108,7 +109,7 @@ impl CheckpointFiles {
         Ok(Self {
             config: first(&["config.json"], "a config.json describing the model")?,
             tokenizer: first(&TOKENIZER_FILES, "tokenizer.json or vocab.txt")?,
-            tokenizer_config: Some(folder.join("tokenizer_config.json")).filter(|p| p.is_file()),
+            tokenizer_config: Some(folder.join("tokenizer_config.json")).filter(|p| p.exists()),
             weights: first(&WEIGHT_FILES, "model.safetensors or pytorch_model.bin")?,
         })
     }
@@ -127,7 +128,7 @@ impl CheckpointFiles {
         let setting = self
             .tokenizer_config
             .as_ref()
-            .and_then(|path| std::fs::read_to_string(path).ok())
+            .and_then(|path| read_text_capped(path, METADATA_LIMIT).ok())
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
             .and_then(|value| value.get("do_lower_case").and_then(|v| v.as_bool()));
         setting.unwrap_or(true)

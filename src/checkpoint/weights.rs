@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{Error, Result};
+use crate::input::open_regular;
 
 /// Every tensor of a checkpoint, renamed to one convention: no `bert.` prefix and
 /// `LayerNorm.weight` / `LayerNorm.bias` (bert-base-uncased says `gamma` / `beta`).
@@ -22,6 +23,11 @@ impl Weights {
             path: path.to_path_buf(),
             message: e.to_string(),
         };
+        // A FIFO or a device would hang or never end: only regular files are read.
+        open_regular(path).map_err(|e| Error::Weights {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         let raw: Vec<(String, Tensor)> = if path.extension().is_some_and(|e| e == "safetensors") {
             candle_core::safetensors::load(path, &Device::Cpu)
                 .map_err(unreadable)?

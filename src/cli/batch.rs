@@ -1,10 +1,12 @@
 //! `--input`: batch mode on the command line.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use bert_explain::{batch::run_batch, ExplainOptions};
+use bert_explain::batch::{examples, run_batch};
+use bert_explain::input::open_regular;
+use bert_explain::report::OutputFile;
+use bert_explain::ExplainOptions;
 
 use crate::{load_explainer, Args};
 
@@ -16,28 +18,46 @@ pub fn run(
     device: &candle_core::Device,
     options: &ExplainOptions,
 ) -> anyhow::Result<()> {
-    let reader = std::fs::File::open(input)
-        .map(std::io::BufReader::new)
-        .with_context(|| format!("cannot read {}", input.display()))?;
-    let explainer = load_explainer(args, device)?;
-    let mut output: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        )),
-        None => Box::new(std::io::stdout().lock()),
+    let open = || {
+        open_regular(input)
+            .map(std::io::BufReader::new)
+            .with_context(|| format!("cannot read {}", input.display()))
     };
-    let bar = indicatif::ProgressBar::new(0).with_style(
+    let mut output = match &args.output {
+        Some(path) => Some(
+            OutputFile::create(path, &[input])
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let total = examples(open()?).count();
+    let explainer = load_explainer(args, device)?;
+    let bar = indicatif::ProgressBar::new(total as u64).with_style(
         indicatif::ProgressStyle::with_template(
             "{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left",
         )
         .expect("the progress template is valid"),
     );
     let start = std::time::Instant::now();
-    let outcome = run_batch(&explainer, reader, &mut output, options, |done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    })?;
+    let progress = |done: usize| bar.set_position(done as u64);
+    let outcome = match &mut output {
+        Some(file) => {
+            let mut writer = std::io::BufWriter::new(file.writer());
+            run_batch(&explainer, open()?, &mut writer, options, progress)?
+        }
+        None => run_batch(
+            &explainer,
+            open()?,
+            &mut std::io::stdout().lock(),
+            options,
+            progress,
+        )?,
+    };
+    if let Some(file) = output {
+        let path = file.path().display().to_string();
+        file.commit()
+            .with_context(|| format!("cannot write {path}"))?;
+    }
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
     let mut summary = String::new();

@@ -5,8 +5,8 @@ use std::io::Write;
 
 use anyhow::Context;
 use bert_explain::causal::{
-    causal_figure, causal_html, is_causal, CausalExplainer, CausalMethod, CausalMethods,
-    CausalOptions, CausalRenderer, CausalReport, Decoding,
+    causal_figure, causal_html, CausalExplainer, CausalMethod, CausalMethods, CausalOptions,
+    CausalRenderer, CausalReport, Decoding,
 };
 use bert_explain::report::{rasterise, Format, OutputFile};
 use bert_explain::{Error, Json, ModelSource, RelevanceOptions, Terminal};
@@ -57,21 +57,6 @@ pub struct CausalArgs {
 }
 
 impl CausalArgs {
-    /// The first causal option given, to refuse it for a BERT model.
-    fn first_given(&self) -> Option<&'static str> {
-        [
-            ("--generate", self.generate.is_some()),
-            ("--sample", self.sample),
-            ("--top-prompt", self.top_prompt.is_some()),
-            ("--correction", self.correction),
-            ("--flow", self.flow),
-            ("--skip-common", self.skip_common),
-            ("--figure-token", self.figure_token.is_some()),
-        ]
-        .into_iter()
-        .find_map(|(name, given)| given.then_some(name))
-    }
-
     fn options(&self, relevance: RelevanceOptions) -> CausalOptions {
         let decoding = match self.sample {
             true => Decoding::Sample {
@@ -99,59 +84,36 @@ impl CausalArgs {
 pub struct Printing {
     pub json: bool,
     pub terminal: Terminal,
-    pub figures: Vec<std::path::PathBuf>,
-    pub html: Option<std::path::PathBuf>,
+    pub files: Vec<(OutputFile, Format)>,
 }
 
-/// The causal options, and the first BERT-only option given (refused for GPT-2).
-pub struct Causal<'a> {
-    pub args: &'a CausalArgs,
-    pub bert_only: Option<&'static str>,
-}
-
-/// Runs the causal mode when `source` is a GPT-2 checkpoint and returns `true`; returns
-/// `false` for any other model, after refusing causal options that would be ignored.
-pub fn run_if_causal(
+/// Generates from `prompt` with the GPT-2 checkpoint `source` and explains each generated
+/// token (the options were checked against the mode already).
+pub fn run(
     source: &ModelSource,
     prompt: &str,
-    causal: Causal,
+    args: &CausalArgs,
     relevance: RelevanceOptions,
     device: &candle_core::Device,
     printing: Printing,
-) -> anyhow::Result<bool> {
-    let args = causal.args;
-    if !is_causal(source) {
-        return match args.first_given() {
-            Some(option) => Err(Error::CausalOptionForBert {
-                option: option.into(),
-                model: source.to_string(),
-            }
-            .into()),
-            None => Ok(false),
-        };
-    }
-    if let Some(option) = causal.bert_only {
-        return Err(Error::BertOptionForCausal {
-            option: option.into(),
-            model: source.to_string(),
-        }
-        .into());
-    }
-    let generate = args.options(relevance).generate;
+) -> anyhow::Result<()> {
+    // Once: the default seed comes from the clock.
+    let options = args.options(relevance);
+    let generate = options.generate;
     if let Some(token) = args.figure_token.filter(|&k| k >= generate) {
         return Err(Error::FigureTokenOutOfRange { token, generate }.into());
     }
     eprintln!("Loading {source} (GPT-2: generating from the prompt)");
     let explainer = CausalExplainer::load(source, device)?;
-    let report = explainer.explain(prompt, &args.options(relevance))?;
-    if let Decoding::Sample { seed, .. } = args.options(relevance).decoding {
+    let report = explainer.explain(prompt, &options)?;
+    if let Decoding::Sample { seed, .. } = options.decoding {
         if args.seed.is_none() {
             eprintln!(
                 "Sampling with seed {seed}; pass --seed {seed} to get the same tokens again."
             );
         }
     }
-    write_files(&report, args.figure_token, &printing)?;
+    write_files(&report, args.figure_token, printing.files)?;
     let mut stdout = std::io::stdout().lock();
     let rendered = match printing.json {
         true => Json.render_causal(&report, &mut stdout),
@@ -159,17 +121,16 @@ pub fn run_if_causal(
     };
     rendered
         .and_then(|()| stdout.flush())
-        .context("cannot write the report to stdout")?;
-    Ok(true)
+        .context("cannot write the report to stdout")
 }
 
 /// The figures (SVG or PNG by extension) and the HTML page, for the ranked method.
 fn write_files(
     report: &CausalReport,
     token: Option<usize>,
-    printing: &Printing,
+    files: Vec<(OutputFile, Format)>,
 ) -> anyhow::Result<()> {
-    if printing.figures.is_empty() && printing.html.is_none() {
+    if files.is_empty() {
         return Ok(());
     }
     let g = report.generated_tokens.len();
@@ -182,30 +143,18 @@ fn write_files(
     }
     let method = CausalMethod::from_name(&report.ranking.method).unwrap_or(CausalMethod::Rollout);
     let figure = causal_figure(report, method, k).context("the report has no map to draw")?;
-    let mut outputs: Vec<(&std::path::Path, Format, Vec<u8>)> = Vec::new();
-    for path in &printing.figures {
-        let format = Format::of_figure(path).map_err(anyhow::Error::msg)?;
+    for (file, format) in files {
         let bytes = match format {
             Format::Png => rasterise(&figure, 2.0)?,
-            _ => figure.clone().into_bytes(),
+            Format::Svg => figure.clone().into_bytes(),
+            Format::Html => causal_html(report, method, k)
+                .context("the report has no map to draw")?
+                .into_bytes(),
         };
-        outputs.push((path, format, bytes));
-    }
-    if let Some(path) = &printing.html {
-        let format = Format::of_html(path).map_err(anyhow::Error::msg)?;
-        let page = causal_html(report, method, k).context("the report has no map to draw")?;
-        outputs.push((path, format, page.into_bytes()));
-    }
-    for (path, format, bytes) in outputs {
-        OutputFile::create(path, format)
-            .and_then(|file| file.finish_bytes(&bytes))
-            .with_context(|| {
-                format!(
-                    "cannot write {}: check that its folder exists and that you may write there",
-                    path.display()
-                )
-            })?;
-        eprintln!("Wrote {}", path.display());
+        let path = file.path().display().to_string();
+        file.finish_bytes(&bytes)
+            .with_context(|| format!("cannot write {path}"))?;
+        eprintln!("Wrote {path}");
     }
     Ok(())
 }

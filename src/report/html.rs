@@ -7,7 +7,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::colour::RAMP;
-use super::svg::esc;
+use super::escape::esc;
 use super::{Renderer, View};
 
 const CSS: &str = include_str!("html/page.css");

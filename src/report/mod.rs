@@ -4,6 +4,7 @@
 //! `all_positions`, hidden tokens) shows the same way in every format.
 
 pub mod colour;
+mod escape;
 mod evaluation;
 mod html;
 mod json;
@@ -17,11 +18,12 @@ use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
+pub use escape::{esc, terminal as terminal_text};
 pub use html::Html;
 pub use json::Json;
-pub use output::{Format, OutputFile};
+pub use output::{remove_partial_outputs_on_interrupt, Format, OutputFile};
 pub use png::{rasterise, Png};
-pub use svg::{esc, figure, Svg, FONT_FAMILY};
+pub use svg::{figure, Svg, FONT_FAMILY};
 pub(crate) use svg::{CHAR_W, MARGIN, MUTED, TARGET};
 pub use terminal::{Colour, Terminal};
 pub use view::{is_special, View};

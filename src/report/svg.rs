@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use super::colour::{hex, ramp, scale_max, RAMP};
+use super::escape::esc;
 use super::{probability, Renderer, View};
 
 /// The figure as an SVG document; values show on hover (`<title>`).
@@ -332,23 +333,6 @@ fn chart(svg: &mut String, view: &View, at: &Layout) {
     }
 }
 
-/// Text escaped for XML content and attribute values.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,10 +342,5 @@ mod tests {
         assert_eq!(tick_step(1.0), (0.25, 2));
         assert_eq!(tick_step(0.6), (0.2, 1));
         assert_eq!(tick_step(0.08), (0.02, 2));
-    }
-
-    #[test]
-    fn text_is_escaped() {
-        assert_eq!(esc("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
     }
 }

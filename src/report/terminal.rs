@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use super::colour::{is_dark, ramp, scale_max};
+use super::escape::terminal as terminal_text;
 use super::evaluation::write_evaluation;
 use super::{probability, Renderer, Report, View};
 
@@ -51,6 +52,7 @@ impl Colour {
 
 impl Renderer for Terminal {
     fn render(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()> {
+        let view = &view.map_text(terminal_text);
         let report = &view.report;
         writeln!(
             out,

@@ -85,6 +85,29 @@ impl View {
         }
     }
 
+    /// The same view with every text (tokens, words, the model's name) passed through
+    /// `f`, e.g. to escape what a checkpoint's vocabulary holds for a terminal.
+    pub fn map_text(&self, f: impl Fn(&str) -> String) -> Self {
+        let mut view = self.clone();
+        let r = &mut view.report;
+        r.model = f(&r.model);
+        r.tokens = r.tokens.iter().map(|t| f(t)).collect();
+        r.target.token = f(&r.target.token);
+        if let Some(prediction) = &mut r.prediction {
+            for w in prediction.candidates.iter_mut().chain(&mut prediction.top) {
+                w.word = f(&w.word);
+            }
+        }
+        if let Some(importance) = &mut r.importance {
+            importance.word = f(&importance.word);
+            importance.blank_token = f(&importance.blank_token);
+        }
+        for hidden in view.hidden.iter_mut().flatten() {
+            hidden.token = f(&hidden.token);
+        }
+        view
+    }
+
     /// The position in the model's input of the target.
     pub fn target_position(&self) -> usize {
         self.positions[self.report.target.index]

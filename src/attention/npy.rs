@@ -1,0 +1,289 @@
+//! NumPy's .npy format, read defensively: the header is parsed by hand, the shape is
+//! checked with overflow-safe arithmetic against the bytes the file actually holds before
+//! anything is allocated, and every float layout numpy writes is accepted (little- or
+//! big-endian, C or Fortran order, float16/32/64).
+
+use std::io::Read;
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+
+use crate::input::open_regular;
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+/// numpy itself writes headers of a few hundred bytes.
+const HEADER_LIMIT: usize = 1 << 20;
+
+/// What the header says about the array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Header {
+    dtype: DType,
+    big_endian: bool,
+    fortran_order: bool,
+    shape: Vec<usize>,
+}
+
+/// Reads a .npy file of floating-point values into a CPU tensor of its own dtype.
+pub fn read_npy(path: &Path) -> Result<Tensor, String> {
+    let mut file = open_regular(path).map_err(|e| e.to_string())?;
+    let size = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut prefix = [0u8; 10];
+    file.read_exact(&mut prefix)
+        .map_err(|_| not_npy("it is shorter than a .npy header"))?;
+    if &prefix[..6] != MAGIC {
+        return Err(not_npy("it does not start with the .npy magic bytes"));
+    }
+    let (header_len, start) = match prefix[6] {
+        1 => (u16::from_le_bytes([prefix[8], prefix[9]]) as usize, 10),
+        2 | 3 => {
+            let mut rest = [0u8; 2];
+            file.read_exact(&mut rest)
+                .map_err(|_| not_npy("its header is cut short"))?;
+            let len = u32::from_le_bytes([prefix[8], prefix[9], rest[0], rest[1]]);
+            (len as usize, 12)
+        }
+        version => return Err(not_npy(&format!("format version {version} is unknown"))),
+    };
+    if header_len > HEADER_LIMIT || (start + header_len) as u64 > size {
+        return Err(not_npy("its header length does not fit the file"));
+    }
+    let mut text = vec![0u8; header_len];
+    file.read_exact(&mut text)
+        .map_err(|_| not_npy("its header is cut short"))?;
+    let text = String::from_utf8(text).map_err(|_| not_npy("its header is not text"))?;
+    let header = parse_header(&text)?;
+
+    let count = header
+        .shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .and_then(|n| n.checked_mul(header.dtype.size_in_bytes()));
+    let available = size - (start + header_len) as u64;
+    let bytes = match count {
+        Some(bytes) if bytes as u64 <= available => bytes,
+        _ => {
+            return Err(format!(
+                "its header promises shape {:?} of {:?}, more than the {available} bytes of data the file holds; the file is truncated or its header is wrong",
+                header.shape, header.dtype
+            ))
+        }
+    };
+    let mut data = vec![0u8; bytes];
+    file.read_exact(&mut data).map_err(|e| e.to_string())?;
+    if header.big_endian {
+        for value in data.chunks_exact_mut(header.dtype.size_in_bytes()) {
+            value.reverse();
+        }
+    }
+    let shape = match header.fortran_order {
+        true => header.shape.iter().rev().copied().collect(),
+        false => header.shape.clone(),
+    };
+    let tensor = Tensor::from_raw_buffer(&data, header.dtype, &shape, &Device::Cpu)
+        .map_err(|e| e.to_string())?;
+    if header.fortran_order && shape.len() > 1 {
+        let reversed: Vec<usize> = (0..shape.len()).rev().collect();
+        return tensor
+            .permute(reversed)
+            .and_then(|t| t.contiguous())
+            .map_err(|e| e.to_string());
+    }
+    Ok(tensor)
+}
+
+fn not_npy(why: &str) -> String {
+    format!("{why}; it is not a .npy file as numpy.save writes them")
+}
+
+/// The header is a Python dict literal: `{'descr': '<f4', 'fortran_order': False,
+/// 'shape': (2, 3), }`.
+fn parse_header(text: &str) -> Result<Header, String> {
+    let mut parser = Parser { rest: text.trim() };
+    let (mut descr, mut fortran, mut shape) = (None, None, None);
+    parser.expect('{')?;
+    while !parser.eat('}') {
+        let key = parser.string()?;
+        parser.expect(':')?;
+        match key.as_str() {
+            "descr" => descr = Some(parser.string()?),
+            "fortran_order" => fortran = Some(parser.boolean()?),
+            "shape" => shape = Some(parser.tuple()?),
+            other => return Err(not_npy(&format!("its header has an unknown key {other:?}"))),
+        }
+        if !parser.eat(',') {
+            parser.expect('}')?;
+            break;
+        }
+    }
+    let (Some(descr), Some(fortran_order), Some(shape)) = (descr, fortran, shape) else {
+        return Err(not_npy(
+            "its header lacks one of descr, fortran_order and shape",
+        ));
+    };
+    let (big_endian, kind) = match descr.split_at_checked(1) {
+        Some((">", kind)) => (true, kind),
+        Some(("<" | "=" | "|", kind)) => (false, kind),
+        _ => (false, descr.as_str()),
+    };
+    let dtype = match kind {
+        "f2" => DType::F16,
+        "f4" => DType::F32,
+        "f8" => DType::F64,
+        _ => {
+            return Err(format!(
+                "it holds values of numpy type {descr:?}; attention probabilities are floating point (float16, float32 or float64)"
+            ))
+        }
+    };
+    Ok(Header {
+        dtype,
+        big_endian,
+        fortran_order,
+        shape,
+    })
+}
+
+struct Parser<'a> {
+    rest: &'a str,
+}
+
+impl Parser<'_> {
+    fn eat(&mut self, c: char) -> bool {
+        self.rest = self.rest.trim_start();
+        match self.rest.strip_prefix(c) {
+            Some(rest) => {
+                self.rest = rest;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn expect(&mut self, c: char) -> Result<(), String> {
+        match self.eat(c) {
+            true => Ok(()),
+            false => Err(not_npy(&format!("its header lacks a {c:?} where expected"))),
+        }
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.rest = self.rest.trim_start();
+        let quote = self.rest.chars().next().filter(|c| *c == '\'' || *c == '"');
+        let Some(quote) = quote else {
+            return Err(not_npy("its header has a key or type that is not quoted"));
+        };
+        let body = &self.rest[1..];
+        let end = body
+            .find(quote)
+            .ok_or_else(|| not_npy("its header has an unterminated string"))?;
+        self.rest = &body[end + 1..];
+        Ok(body[..end].to_string())
+    }
+
+    fn boolean(&mut self) -> Result<bool, String> {
+        self.rest = self.rest.trim_start();
+        for (word, value) in [("True", true), ("False", false)] {
+            if let Some(rest) = self.rest.strip_prefix(word) {
+                self.rest = rest;
+                return Ok(value);
+            }
+        }
+        Err(not_npy("its fortran_order is neither True nor False"))
+    }
+
+    /// `(2, 3)`, `(5,)`, `()`; Python 2 may write `2L`.
+    fn tuple(&mut self) -> Result<Vec<usize>, String> {
+        self.expect('(')?;
+        let mut shape = Vec::new();
+        while !self.eat(')') {
+            self.rest = self.rest.trim_start();
+            let digits = self.rest.len()
+                - self
+                    .rest
+                    .trim_start_matches(|c: char| c.is_ascii_digit())
+                    .len();
+            let dim = self.rest[..digits]
+                .parse::<usize>()
+                .map_err(|_| not_npy("its shape is not a tuple of sizes"))?;
+            self.rest = self.rest[digits..]
+                .strip_prefix('L')
+                .unwrap_or(&self.rest[digits..]);
+            shape.push(dim);
+            if !self.eat(',') {
+                self.expect(')')?;
+                break;
+            }
+        }
+        Ok(shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn npy(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
+        let header = format!(
+            "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
+            if fortran { "True" } else { "False" }
+        );
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend([1, 0]);
+        bytes.extend((header.len() as u16).to_le_bytes());
+        bytes.extend(header.as_bytes());
+        bytes.extend(data);
+        bytes
+    }
+
+    fn read(bytes: &[u8]) -> Result<Tensor, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.npy");
+        std::fs::write(&path, bytes).unwrap();
+        read_npy(&path)
+    }
+
+    #[test]
+    fn reads_what_candle_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.npy");
+        let t = Tensor::arange(0f32, 24.0, &Device::Cpu)
+            .unwrap()
+            .reshape((2, 3, 4))
+            .unwrap();
+        t.write_npy(&path).unwrap();
+        let back = read_npy(&path).unwrap();
+        assert_eq!(back.dims(), &[2, 3, 4]);
+        assert_eq!(
+            back.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            t.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        );
+    }
+
+    #[test]
+    fn reads_fortran_order_and_big_endian() {
+        // [[1, 2, 3], [4, 5, 6]] stored column by column, big-endian f8.
+        let data: Vec<u8> = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        let t = read(&npy(">f8", true, "(2, 3)", &data)).unwrap();
+        assert_eq!(
+            t.to_vec2::<f64>().unwrap(),
+            [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+        );
+    }
+
+    #[test]
+    fn refuses_overflowing_and_truncated_shapes() {
+        let huge = "(4294967296, 4294967296, 4294967296)";
+        let err = read(&npy("<f4", false, huge, &[0; 8])).unwrap_err();
+        assert!(err.contains("more than the 8 bytes"), "{err}");
+        let err = read(&npy("<f4", false, "(2, 3)", &[0; 20])).unwrap_err();
+        assert!(err.contains("truncated"), "{err}");
+        let err = read(&npy("<i8", false, "(1,)", &[0; 8])).unwrap_err();
+        assert!(err.contains("\"<i8\""), "{err}");
+        let err = read(b"\x93NUMPY\x01\x00\xff\xff{").unwrap_err();
+        assert!(err.contains("header length"), "{err}");
+        assert!(read(b"PK\x03\x04").is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! Which options apply in which mode: every option given on the command line is either used
+//! or refused with a message, never silently ignored.
+
+use clap::parser::ValueSource;
+use clap::ArgMatches;
+
+use bert_explain::Error;
+
+/// What the command line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A masked-LM (or encoder) checkpoint explains one text.
+    Masked,
+    /// `--attention FILE`: a saved attention stack, no model.
+    Attention,
+    /// `--input FILE.jsonl`: many texts through one masked-LM checkpoint.
+    Batch,
+    /// A GPT-2 checkpoint continues the prompt.
+    Causal,
+}
+
+use Mode::{Attention, Batch, Causal, Masked};
+
+/// Each option (clap's id: the field name) and the modes that use it; options missing from
+/// the table apply everywhere.
+const APPLIES: &[(&str, &[Mode])] = &[
+    ("model", &[Masked, Batch, Causal]),
+    ("revision", &[Masked, Batch, Causal]),
+    ("target", &[Masked, Attention, Batch]),
+    ("candidates", &[Masked, Batch]),
+    ("top_k", &[Masked, Batch]),
+    ("evaluate", &[Masked, Batch]),
+    ("importance_word", &[Masked, Batch]),
+    ("blank", &[Masked, Batch]),
+    ("tokens", &[Attention]),
+    ("output", &[Batch]),
+    ("json", &[Masked, Attention, Causal]),
+    ("layers", &[Masked, Attention, Causal]),
+    ("all_positions", &[Masked, Attention, Batch]),
+    ("figure", &[Masked, Attention, Causal]),
+    ("html", &[Masked, Attention, Causal]),
+    ("hide_special", &[Masked, Attention]),
+    ("color", &[Masked, Attention]),
+    ("generate", &[Causal]),
+    ("sample", &[Causal]),
+    ("seed", &[Causal]),
+    ("temperature", &[Causal]),
+    ("top_prompt", &[Causal]),
+    ("correction", &[Causal]),
+    ("flow", &[Causal]),
+    ("skip_common", &[Causal]),
+    ("figure_token", &[Causal]),
+];
+
+/// The first option given on the command line that `mode` would not use, as a usage error.
+pub fn refuse_unused(matches: &ArgMatches, mode: Mode, model: &str) -> Result<(), Error> {
+    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    let unused = APPLIES
+        .iter()
+        .find(|(id, modes)| given(id) && !modes.contains(&mode));
+    if let Some((id, modes)) = unused {
+        let option = format!("--{}", id.replace('_', "-"));
+        let model = model.to_string();
+        return Err(match mode {
+            Masked if modes == &[Causal] => Error::CausalOptionForBert { option, model },
+            Causal => Error::BertOptionForCausal { option, model },
+            Attention => Error::OptionNotUsed {
+                option,
+                why: "with --attention, which explains a saved attention stack without running a model",
+            },
+            Batch => Error::OptionNotUsed {
+                option,
+                why: "in batch mode (--input), which writes one JSON report per line",
+            },
+            Masked => Error::OptionNotUsed {
+                option,
+                why: "without --input or --attention",
+            },
+        });
+    }
+    if given("figure_token") && !given("figure") && !given("html") {
+        return Err(Error::OptionNotUsed {
+            option: "--figure-token".into(),
+            why: "without --figure or --html, whose map it chooses",
+        });
+    }
+    Ok(())
+}
