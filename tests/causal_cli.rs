@@ -293,7 +293,7 @@ fn figures_and_html_draw_both_maps() {
         2,
         &["--figure-token 5 is out of range", "tokens 0 to 1"],
     );
-    // A folder that does not exist: a clear error and no file, partial or temporary.
+    // A folder that does not exist: a clear error before the model runs, and no file.
     let missing = dir.path().join("no-such-folder").join("c.svg");
     let missing_arg = missing.display().to_string();
     fails(
@@ -307,7 +307,7 @@ fn figures_and_html_draw_both_maps() {
             PROMPT,
         ],
         1,
-        &["cannot write", "no-such-folder"],
+        &["cannot create", "no-such-folder", "does not exist"],
     );
     assert!(!missing.exists() && !dir.path().join("no-such-folder").exists());
 }

@@ -53,6 +53,12 @@ pub fn read_npy(path: &Path) -> Result<Tensor, String> {
     let text = String::from_utf8(text).map_err(|_| not_npy("its header is not text"))?;
     let header = parse_header(&text)?;
 
+    if !matches!(header.shape.len(), 3 | 4) || header.shape.contains(&0) {
+        return Err(format!(
+            "it holds an array of shape {:?}; attention is [layers, heads, n, n] or [layers, n, n], none of them 0",
+            header.shape
+        ));
+    }
     let count = header
         .shape
         .iter()
@@ -261,15 +267,15 @@ mod tests {
 
     #[test]
     fn reads_fortran_order_and_big_endian() {
-        // [[1, 2, 3], [4, 5, 6]] stored column by column, big-endian f8.
+        // [[[1, 2, 3], [4, 5, 6]]] stored column by column, big-endian f8.
         let data: Vec<u8> = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0]
             .iter()
             .flat_map(|v| v.to_be_bytes())
             .collect();
-        let t = read(&npy(">f8", true, "(2, 3)", &data)).unwrap();
+        let t = read(&npy(">f8", true, "(1, 2, 3)", &data)).unwrap();
         assert_eq!(
-            t.to_vec2::<f64>().unwrap(),
-            [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+            t.to_vec3::<f64>().unwrap(),
+            [[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]
         );
     }
 
@@ -278,8 +284,10 @@ mod tests {
         let huge = "(4294967296, 4294967296, 4294967296)";
         let err = read(&npy("<f4", false, huge, &[0; 8])).unwrap_err();
         assert!(err.contains("more than the 8 bytes"), "{err}");
-        let err = read(&npy("<f4", false, "(2, 3)", &[0; 20])).unwrap_err();
+        let err = read(&npy("<f4", false, "(2, 3, 2)", &[0; 20])).unwrap_err();
         assert!(err.contains("truncated"), "{err}");
+        let err = read(&npy("<f4", false, "(0, 4294967296, 4294967296)", &[])).unwrap_err();
+        assert!(err.contains("none of them 0"), "{err}");
         let err = read(&npy("<i8", false, "(1,)", &[0; 8])).unwrap_err();
         assert!(err.contains("\"<i8\""), "{err}");
         let err = read(b"\x93NUMPY\x01\x00\xff\xff{").unwrap_err();

@@ -102,6 +102,14 @@ impl CausalExplainer {
         if prompt_ids.is_empty() {
             return Err(Error::EmptyPrompt);
         }
+        let rows = self.config.vocab_size;
+        if let Some(&id) = prompt_ids.iter().find(|&&id| id as usize >= rows) {
+            return Err(Error::TokenOutsideEmbeddings {
+                token: self.tokenizer.decode(&[id])?,
+                id,
+                rows,
+            });
+        }
         if prompt_ids.len() > max {
             return Err(Error::PromptTooLong {
                 len: prompt_ids.len(),
