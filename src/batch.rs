@@ -7,12 +7,12 @@ use serde::Deserialize;
 
 use crate::error::Result;
 use crate::evaluate::Summary;
-use crate::explain::{ExplainOptions, Explainer};
+use crate::explain::{EvaluateOptions, ExplainOptions, Explainer};
 use crate::input::{Line, Lines, LINE_LIMIT};
 
 /// One input line: `{"text": "...", "target": 7, "candidates": ["is", "are"],
-/// "expected": "are"}`; all but text are optional; target and candidates default to the
-/// command line's.
+/// "expected": "are"}`, or for a classifier `{"text": "...", "pair": "...", "label":
+/// "positive"}`; all but text are optional and default to the command line's.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Example {
@@ -21,6 +21,12 @@ pub struct Example {
     pub target: Option<usize>,
     #[serde(default)]
     pub candidates: Option<Vec<String>>,
+    /// The second text of a pair.
+    #[serde(default)]
+    pub pair: Option<String>,
+    /// With `--evaluate`: the label (name or id) whose probability is explained.
+    #[serde(default)]
+    pub label: Option<String>,
     /// The right answer, which datasets may record; not used by the explainer.
     #[serde(default)]
     pub expected: Option<String>,
@@ -31,7 +37,7 @@ impl Example {
     pub fn parse(line: &Line) -> std::result::Result<Self, String> {
         match line {
             Line::Text(text) => serde_json::from_str(text).map_err(|e| {
-                format!("not a JSON object with \"text\" (and optional \"target\", \"candidates\"): {e}")
+                format!("not a JSON object with \"text\" (and optional \"target\", \"candidates\", \"pair\", \"label\"): {e}")
             }),
             Line::TooLong => Err(format!(
                 "the line is longer than {LINE_LIMIT} bytes, more than any model's positions can hold; it was skipped"
@@ -97,8 +103,20 @@ fn explain_line(
     options: &ExplainOptions,
 ) -> std::result::Result<crate::Report, String> {
     let example = Example::parse(line)?;
+    let evaluate = match (&options.evaluate, example.label) {
+        (None, Some(_)) => {
+            return Err("\"label\" chooses what --evaluate explains; run with --evaluate".into())
+        }
+        (Some(evaluate), label) => Some(EvaluateOptions {
+            label: label.or_else(|| evaluate.label.clone()),
+            ..evaluate.clone()
+        }),
+        (None, None) => None,
+    };
     let options = ExplainOptions {
         target: example.target.or(options.target),
+        pair: example.pair.or_else(|| options.pair.clone()),
+        evaluate,
         candidates: example
             .candidates
             .unwrap_or_else(|| options.candidates.clone()),

@@ -51,8 +51,11 @@ pub enum Error {
     #[error("cannot read {path}: {message}; check that it is a valid BERT config.json")]
     Config { path: PathBuf, message: String },
 
-    #[error("{path} describes a {found:?} model, but bert-explain explains BERT models (model_type \"bert\") and GPT-2 models (\"gpt2\"); pick one of those")]
+    #[error("{path} describes a {found:?} model, but bert-explain explains the model types {}; pick a checkpoint of one of those", crate::model::supported_model_types())]
     UnsupportedArchitecture { path: PathBuf, found: String },
+
+    #[error("--pretokenized: the token {token:?} is not in the model's vocabulary; give tokens exactly as the vocabulary spells them, separated by spaces")]
+    UnknownToken { token: String },
 
     #[error("{path} describes a GPT-2 (causal) model, which bert-explain explains one prompt at a time: give the prompt as TEXT; batch mode (--input) needs a BERT checkpoint")]
     CausalModelInBertMode { path: PathBuf },
@@ -96,8 +99,19 @@ pub enum Error {
     #[error("{0}")]
     Device(String),
 
-    #[error("{what} needs a checkpoint with a masked-LM head (cls.predictions.*), and {model} has none; use a masked-LM checkpoint such as bert-base-uncased")]
+    #[error("{what} needs a checkpoint with a prediction head (a masked LM or a classifier), and {model} has none; use one that has, such as bert-base-uncased")]
     NeedsMlmHead { what: &'static str, model: String },
+
+    #[error("--label {given:?} is not one of this classifier's labels ({labels}); give a label's name or id")]
+    UnknownLabel { given: String, labels: String },
+
+    #[error("{option} applies to {applies}, but {model} is a {task} model; leave {option} out")]
+    OptionForOtherTask {
+        option: &'static str,
+        applies: &'static str,
+        model: String,
+        task: &'static str,
+    },
 
     #[error(
         "the vocabulary has no {0} token, which blank-out needs; choose the other blank token"
@@ -197,7 +211,10 @@ impl Error {
                 | Error::BertOptionForCausal { .. }
                 | Error::OptionNotUsed { .. }
                 | Error::NoMaskToken { .. }
+                | Error::UnknownToken { .. }
                 | Error::NeedsMlmHead { .. }
+                | Error::UnknownLabel { .. }
+                | Error::OptionForOtherTask { .. }
         )
     }
 }

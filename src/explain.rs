@@ -1,27 +1,32 @@
-//! The pipeline for one sentence: tokens, forward pass, attention stack, relevance, report.
+//! The pipeline for one text: tokens, forward pass, attention stack, relevance, report.
 //! Also the same maps for an attention stack saved by another framework.
 
 use candle_core::{Device, Tensor};
 
 use crate::attention::AttentionStack;
-use crate::checkpoint::{BertConfig, CheckpointFiles, ModelSource};
+use crate::checkpoint::{CheckpointFiles, ModelSource};
 use crate::device::device_name;
 use crate::error::{Error, Result};
 use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank, ImportanceQuery};
-use crate::model::BertForMaskedLm;
+use crate::model::{EncoderConfig, Model, Task};
 use crate::relevance::{AttentionGraph, RelevanceOptions};
-use crate::report::{Prediction, Report, Target, WordProbability};
-use crate::tokens::TextTokenizer;
+use crate::report::{LabelProbability, Prediction, Report, Target, WordProbability};
+use crate::tokens::{Encoding, TextTokenizer};
 
 /// What to explain and report, beyond the text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExplainOptions {
-    /// The position to explain; `None` means the one [MASK].
+    /// The position to explain; `None` means the one mask token (a classifier: the first
+    /// token).
     pub target: Option<usize>,
-    /// Words whose probability to report; each must be one wordpiece.
+    /// The second text of a pair (NLI, question answering), encoded as the tokenizer pairs them.
+    pub pair: Option<String>,
+    /// The text is whitespace-separated vocabulary tokens, looked up as they are.
+    pub pretokenized: bool,
+    /// Words whose probability to report (masked LM); each must be one token.
     pub candidates: Vec<String>,
-    /// How many top predictions to report.
+    /// How many top predictions to report (masked LM).
     pub top_k: usize,
     pub relevance: RelevanceOptions,
     /// Also compute rollout and flow from every position.
@@ -33,8 +38,11 @@ pub struct ExplainOptions {
 /// What `--evaluate` scores.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EvaluateOptions {
-    /// The word whose probability is explained (one wordpiece); `None`: the top prediction.
+    /// Masked LM: the word whose probability is explained (one token); `None`: the top
+    /// prediction.
     pub word: Option<String>,
+    /// Classifier: the label (name or id) whose probability is explained; `None`: the top.
+    pub label: Option<String>,
     pub blank: Blank,
 }
 
@@ -42,6 +50,8 @@ impl Default for ExplainOptions {
     fn default() -> Self {
         Self {
             target: None,
+            pair: None,
+            pretokenized: false,
             candidates: vec!["his".into(), "her".into()],
             top_k: 5,
             relevance: RelevanceOptions::default(),
@@ -51,22 +61,21 @@ impl Default for ExplainOptions {
     }
 }
 
-/// A loaded checkpoint, ready to explain any number of sentences.
+/// A loaded checkpoint, ready to explain any number of texts.
 pub struct Explainer {
     name: String,
     device: Device,
-    config: BertConfig,
+    config: EncoderConfig,
     tokenizer: TextTokenizer,
-    model: BertForMaskedLm,
+    model: Model,
 }
 
 impl Explainer {
     /// Finds (downloading if needed) and loads a checkpoint onto `device`.
     pub fn load(source: &ModelSource, device: &Device) -> Result<Self> {
         let files = CheckpointFiles::locate(source)?;
-        let (config, weights) = files.load_model_files(device)?;
+        let (config, model) = files.load_model(device)?;
         let tokenizer = files.load_tokenizer()?;
-        let model = BertForMaskedLm::load(&weights, &config)?;
         Ok(Self {
             name: source.to_string(),
             device: device.clone(),
@@ -76,9 +85,19 @@ impl Explainer {
         })
     }
 
-    /// Whether the checkpoint can predict words (has a masked-LM head).
-    pub fn has_mlm_head(&self) -> bool {
-        self.model.has_mlm_head()
+    /// What the checkpoint's head predicts.
+    pub fn task(&self) -> Task {
+        self.model.task()
+    }
+
+    /// The family's name (`bert`, `roberta`, ...).
+    pub fn family(&self) -> &'static str {
+        self.model.family().name
+    }
+
+    /// Whether the checkpoint predicts anything (has a head).
+    pub fn has_head(&self) -> bool {
+        self.task() != Task::Encoder
     }
 
     /// Explains the prediction at the target position of `text`.
@@ -86,13 +105,65 @@ impl Explainer {
         if text.trim().is_empty() {
             return Err(Error::EmptyText);
         }
-        let encoding = self.tokenizer.encode(text)?;
-        let n = encoding.ids.len();
-        if n > self.config.max_position_embeddings {
-            return Err(Error::TextTooLong {
-                len: n,
-                max: self.config.max_position_embeddings,
-            });
+        let encoding = self.encode(text, options)?;
+        let task = self.task();
+        let target = self.target(&encoding, task, options.target)?;
+        let candidates = match task {
+            Task::MaskedLm => self.candidate_ids(&options.candidates)?,
+            _ => Vec::new(),
+        };
+        let device = &self.device;
+        let input = Tensor::new(encoding.ids.as_slice(), device)?.unsqueeze(0)?;
+        let types = Tensor::new(encoding.type_ids.as_slice(), device)?.unsqueeze(0)?;
+        let output = self.model.forward(&input, Some(&types), target)?;
+        let stack = AttentionStack::from_tensors(&output.attentions)?;
+        let probs = match &output.logits {
+            Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),
+            None => None,
+        };
+        let prediction = probs
+            .as_ref()
+            .map(|p| self.predict(p, &candidates, options.top_k));
+        let importance = match (&options.evaluate, &probs) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Error::NeedsMlmHead {
+                    what: "--evaluate",
+                    model: self.name.clone(),
+                })
+            }
+            (Some(evaluate), Some(probs)) => {
+                let query = self.importance_query(evaluate, probs)?;
+                let (ids, types) = (&encoding.ids, &encoding.type_ids);
+                Some(importance(&self.model, ids, types, target, &query)?)
+            }
+        };
+        let source = Source {
+            model: &self.name,
+            device: &self.device,
+            tokens: encoding.tokens,
+        };
+        let mut report = assemble(source, &stack, target, prediction, options)?;
+        report.family = Some(self.family().to_string());
+        report.task = Some(task.name().to_string());
+        report.special = Some(encoding.special);
+        report.evaluation = importance
+            .as_ref()
+            .map(|scores| Evaluation::compute(&report.relevance, scores));
+        report.importance = importance;
+        Ok(report)
+    }
+
+    /// The text (and pair) as tokens, checked against the model's positions and vocabulary.
+    fn encode(&self, text: &str, options: &ExplainOptions) -> Result<Encoding> {
+        let pair = options.pair.as_deref();
+        let encoding = match options.pretokenized {
+            true => self.tokenizer.encode_pretokenized(text, pair)?,
+            false => self.tokenizer.encode(text, pair)?,
+        };
+        let (n, max) = (encoding.ids.len(), self.model.max_tokens());
+        if n > max {
+            return Err(Error::TextTooLong { len: n, max });
         }
         let rows = self.config.vocab_size;
         if let Some(i) = encoding.ids.iter().position(|&id| id as usize >= rows) {
@@ -102,79 +173,121 @@ impl Explainer {
                 rows,
             });
         }
-        let mask = self.tokenizer.mask_id();
-        let target = resolve_target(&encoding.tokens, options.target, |i| {
-            Some(encoding.ids[i]) == mask
-        })?
-        .ok_or_else(|| {
-            let tokens = listing(&encoding.tokens);
-            match mask {
-                Some(_) => Error::NoMask { tokens },
-                None => Error::NoMaskToken { tokens },
-            }
-        })?;
-        let candidates = if self.has_mlm_head() {
-            self.candidate_ids(&options.candidates)?
-        } else {
-            Vec::new()
-        };
-
-        let input = Tensor::new(encoding.ids.as_slice(), &self.device)?.unsqueeze(0)?;
-        let output = self.model.forward(&input, target)?;
-        let stack = AttentionStack::from_tensors(&output.attentions)?;
-        let logits = output.logits.map(|l| l.squeeze(0)).transpose()?;
-        let prediction = match &logits {
-            Some(logits) => Some(self.predict(logits, &candidates, options.top_k)?),
-            None => None,
-        };
-        let importance = match (&options.evaluate, &logits) {
-            (None, _) => None,
-            (Some(_), None) => {
-                return Err(Error::NeedsMlmHead {
-                    what: "--evaluate",
-                    model: self.name.clone(),
-                })
-            }
-            (Some(evaluate), Some(logits)) => {
-                let query = self.importance_query(evaluate, logits)?;
-                Some(importance(&self.model, &encoding.ids, target, &query)?)
-            }
-        };
-        let source = Source {
-            model: &self.name,
-            device: &self.device,
-            tokens: encoding.tokens,
-        };
-        let mut report = assemble(source, &stack, target, prediction, options)?;
-        report.evaluation = importance
-            .as_ref()
-            .map(|scores| Evaluation::compute(&report.relevance, scores));
-        report.importance = importance;
-        Ok(report)
+        Ok(encoding)
     }
 
-    /// The word to score (the given one, else the top prediction) and the blank's id.
+    /// The explained position: the given one; a classifier's first token; else the mask.
+    fn target(&self, encoding: &Encoding, task: Task, given: Option<usize>) -> Result<usize> {
+        let mask = self.tokenizer.mask_id();
+        let found = resolve_target(&encoding.tokens, given, |i| Some(encoding.ids[i]) == mask)?;
+        match (found, task) {
+            (Some(target), _) => Ok(target),
+            (None, Task::SequenceClassification) => Ok(0),
+            (None, _) => {
+                let tokens = listing(&encoding.tokens);
+                Err(match mask {
+                    Some(_) => Error::NoMask { tokens },
+                    None => Error::NoMaskToken { tokens },
+                })
+            }
+        }
+    }
+
+    /// What the head's output `probs` means: vocabulary words or labels.
+    fn predict(&self, probs: &[f32], candidates: &[(String, u32)], top_k: usize) -> Prediction {
+        let p = |id: u32| probs[id as usize] as f64;
+        let mut order: Vec<u32> = (0..probs.len() as u32).collect();
+        order.sort_by(|&a, &b| {
+            probs[b as usize]
+                .total_cmp(&probs[a as usize])
+                .then(a.cmp(&b))
+        });
+        let word = |word: String, id: u32| WordProbability {
+            word,
+            id,
+            probability: p(id),
+        };
+        match self.task() {
+            Task::MaskedLm => Prediction::Words {
+                candidates: candidates
+                    .iter()
+                    .map(|(w, id)| word(w.clone(), *id))
+                    .collect(),
+                top: order
+                    .into_iter()
+                    .take(top_k)
+                    .map(|id| word(self.tokenizer.token(id), id))
+                    .collect(),
+            },
+            _ => Prediction::Labels {
+                labels: order
+                    .into_iter()
+                    .map(|id| LabelProbability {
+                        label: self.label_name(id),
+                        id,
+                        probability: p(id),
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    fn label_name(&self, id: u32) -> String {
+        match self.task() {
+            Task::ReplacedTokenDetection => ["original", "replaced"][id as usize].to_string(),
+            _ => self.config.label_name(id as usize),
+        }
+    }
+
+    /// The word or label to score (the given one, else the top prediction) and the blank.
     fn importance_query(
         &self,
         evaluate: &EvaluateOptions,
-        logits: &Tensor,
+        probs: &[f32],
     ) -> Result<ImportanceQuery> {
-        let (word, id) = match &evaluate.word {
-            Some(word) => (word.clone(), self.tokenizer.single_piece(word)?),
-            None => {
-                let id = logits.argmax(0)?.to_scalar::<u32>()?;
-                (self.tokenizer.token(id), id)
+        let top = (0..probs.len() as u32)
+            .max_by(|&a, &b| {
+                probs[a as usize]
+                    .total_cmp(&probs[b as usize])
+                    .then(b.cmp(&a))
+            })
+            .unwrap_or(0);
+        let (word, id) = match (self.task(), &evaluate.word, &evaluate.label) {
+            (Task::MaskedLm, Some(word), _) => (word.clone(), self.tokenizer.single_piece(word)?),
+            (Task::MaskedLm, None, _) => (self.tokenizer.token(top), top),
+            (_, _, Some(label)) => {
+                let id = self.label_id(label, probs.len())?;
+                (self.label_name(id), id)
             }
+            (_, _, None) => (self.label_name(top), top),
         };
-        let blank_id = self
-            .tokenizer
-            .token_id(evaluate.blank.token())
-            .ok_or(Error::NoBlankToken(evaluate.blank.token()))?;
+        let blank = evaluate.blank;
+        let (blank_token, blank_id) = blank
+            .tokens()
+            .iter()
+            .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
+            .ok_or(Error::NoBlankToken(blank.tokens()[0]))?;
         Ok(ImportanceQuery {
             word,
             id,
-            blank: evaluate.blank,
+            blank_token,
             blank_id,
+        })
+    }
+
+    /// `--label NAME|ID`: a label's name, else its id.
+    fn label_id(&self, given: &str, labels: usize) -> Result<u32> {
+        let by_name = (0..labels as u32).find(|&id| self.label_name(id) == given);
+        let by_id = given
+            .parse::<u32>()
+            .ok()
+            .filter(|&id| (id as usize) < labels);
+        by_name.or(by_id).ok_or_else(|| Error::UnknownLabel {
+            given: given.to_string(),
+            labels: (0..labels as u32)
+                .map(|id| format!("{id}: {}", self.label_name(id)))
+                .collect::<Vec<_>>()
+                .join(", "),
         })
     }
 
@@ -191,43 +304,17 @@ impl Explainer {
             })
             .collect()
     }
+}
 
-    /// `logits`: `[vocab]`.
-    fn predict(
-        &self,
-        logits: &Tensor,
-        candidates: &[(String, u32)],
-        top_k: usize,
-    ) -> Result<Prediction> {
-        let probs: Vec<f32> = candle_nn::ops::softmax(logits, 0)?.to_vec1()?;
-        if probs.iter().any(|p| !p.is_finite()) {
-            return Err(Error::NotFinite {
-                what: "the masked-LM head's output".into(),
-            });
-        }
-        let entry = |word: String, id: u32| WordProbability {
-            word,
-            id,
-            probability: probs[id as usize] as f64,
-        };
-        let mut order: Vec<u32> = (0..probs.len() as u32).collect();
-        order.sort_by(|&a, &b| {
-            probs[b as usize]
-                .total_cmp(&probs[a as usize])
-                .then(a.cmp(&b))
+/// `logits`: `[classes]` → their softmax on the host, checked to be finite.
+fn probabilities(logits: &Tensor) -> Result<Vec<f32>> {
+    let probs: Vec<f32> = candle_nn::ops::softmax(logits, 0)?.to_vec1()?;
+    if probs.iter().any(|p| !p.is_finite()) {
+        return Err(Error::NotFinite {
+            what: "the prediction head's output".into(),
         });
-        Ok(Prediction {
-            candidates: candidates
-                .iter()
-                .map(|(word, id)| entry(word.clone(), *id))
-                .collect(),
-            top: order
-                .into_iter()
-                .take(top_k)
-                .map(|id| entry(self.tokenizer.token(id), id))
-                .collect(),
-        })
     }
+    Ok(probs)
 }
 
 /// Explains an attention stack saved by another framework: the same maps, no prediction.
@@ -300,6 +387,9 @@ fn assemble(
         },
         tokens: source.tokens,
         prediction,
+        family: None,
+        task: None,
+        special: None,
         layers: stack.layers(),
         heads: stack.heads(),
         relevance,

@@ -5,7 +5,7 @@ use candle_core::{DType, Tensor, Var, D};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::BertForMaskedLm;
+use crate::model::Model;
 
 /// The token that blank-out puts in place of each input token in turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -17,15 +17,17 @@ pub enum Blank {
 }
 
 impl Blank {
-    pub fn token(self) -> &'static str {
+    /// How the blank token may be spelled, BERT's way first.
+    pub fn tokens(self) -> [&'static str; 2] {
         match self {
-            Blank::Unk => "[UNK]",
-            Blank::Mask => "[MASK]",
+            Blank::Unk => ["[UNK]", "<unk>"],
+            Blank::Mask => ["[MASK]", "<mask>"],
         }
     }
 }
 
-/// How much each input token matters for p(word) at the target, `n` values per score.
+/// How much each input token matters for p(word) at the target (or p(label)), `n` values
+/// per score.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Importance {
     pub word: String,
@@ -41,25 +43,29 @@ pub struct Importance {
     pub blank_out: Vec<f64>,
 }
 
-/// What to score: the word and its vocabulary id, and the blank-out token's id.
+/// What to score: the word (or label) and its id among the head's outputs, and the
+/// blank-out token.
 pub struct ImportanceQuery {
     pub word: String,
     pub id: u32,
-    pub blank: Blank,
+    pub blank_token: String,
     pub blank_id: u32,
 }
 
-/// Scores every token of `ids` (one sequence, no padding) for p(`query.id`) at `target`.
+/// Scores every token of `ids` (one sequence of token types `types`, no padding) for
+/// p(`query.id`) at `target`.
 pub fn importance(
-    model: &BertForMaskedLm,
+    model: &Model,
     ids: &[u32],
+    types: &[u32],
     target: usize,
     query: &ImportanceQuery,
 ) -> Result<Importance> {
     let device = model.device();
     let input = Tensor::new(ids, device)?.unsqueeze(0)?;
+    let type_ids = Tensor::new(types, device)?.unsqueeze(0)?;
     let words = Var::from_tensor(&model.embed_words(&input)?)?;
-    let p = probability(model, words.as_tensor(), target, query.id)?;
+    let p = probability(model, words.as_tensor(), &type_ids, target, query.id)?;
     let gradients = p.backward()?;
     let grad = gradients
         .get(words.as_tensor())
@@ -69,12 +75,12 @@ pub fn importance(
     let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
     let gradient_x_input = (&grad * &embeddings)?.sum(D::Minus1)?;
     let baseline = scalar(&p)?;
-    let blanked = blank_out(model, ids, target, query)?;
+    let blanked = blank_out(model, ids, &type_ids, target, query)?;
     let scores = Importance {
         word: query.word.clone(),
         id: query.id,
         probability: baseline,
-        blank_token: query.blank.token().to_string(),
+        blank_token: query.blank_token.clone(),
         gradient_norm: host(&gradient_norm)?,
         gradient_x_input: host(&gradient_x_input)?,
         blank_out: blanked.iter().map(|q| baseline - q).collect(),
@@ -92,11 +98,20 @@ pub fn importance(
     Ok(scores)
 }
 
-/// `words`: `[b, n, hidden]` → p(`id`) at `target` for each sequence, `[b]` (a scalar
-/// `[]` when b = 1, ready for `backward`).
-fn probability(model: &BertForMaskedLm, words: &Tensor, target: usize, id: u32) -> Result<Tensor> {
+/// `words`: `[b, n, width]`, `types`: `[1, n]` → p(`id`) at `target` for each sequence,
+/// `[b]` (a scalar `[]` when b = 1, ready for `backward`).
+fn probability(
+    model: &Model,
+    words: &Tensor,
+    types: &Tensor,
+    target: usize,
+    id: u32,
+) -> Result<Tensor> {
+    let types = types
+        .broadcast_as(words.dims()[..2].to_vec())?
+        .contiguous()?;
     let logits = model
-        .forward_words(words, target)?
+        .forward_words(words, Some(&types), target)?
         .logits
         .ok_or(Error::NeedsMlmHead {
             what: "importance scores",
@@ -108,8 +123,9 @@ fn probability(model: &BertForMaskedLm, words: &Tensor, target: usize, id: u32) 
 
 /// p(`query.id`) with each token in turn replaced by the blank, all n texts in one batch.
 fn blank_out(
-    model: &BertForMaskedLm,
+    model: &Model,
     ids: &[u32],
+    types: &Tensor,
     target: usize,
     query: &ImportanceQuery,
 ) -> Result<Vec<f64>> {
@@ -124,7 +140,7 @@ fn blank_out(
     }
     let input = Tensor::from_vec(batch, (n, n), model.device())?;
     let words = model.embed_words(&input)?;
-    host(&probability(model, &words, target, query.id)?)
+    host(&probability(model, &words, types, target, query.id)?)
 }
 
 fn host(t: &Tensor) -> Result<Vec<f64>> {

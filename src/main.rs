@@ -21,7 +21,7 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 mod cli;
 
-use cli::options::{refuse_unused, Mode};
+use cli::options::{refuse_for_task, refuse_unused, Mode};
 use cli::{batch, causal};
 
 /// Explain which input tokens a BERT's prediction at [MASK] rests on: raw attention,
@@ -54,6 +54,20 @@ struct Args {
     /// With --evaluate: explain this word's probability instead of the top prediction's.
     #[arg(long, value_name = "WORD", requires = "evaluate")]
     importance_word: Option<String>,
+
+    /// With --evaluate on a classifier: explain this label's probability (its name from
+    /// id2label, or its id) instead of the top label's.
+    #[arg(long, value_name = "NAME|ID", requires = "evaluate")]
+    label: Option<String>,
+
+    /// The second text of a pair (NLI, paraphrase), joined as the tokenizer joins pairs.
+    #[arg(long, value_name = "TEXT")]
+    pair: Option<String>,
+
+    /// The text is tokens separated by spaces, each looked up in the vocabulary as it is
+    /// (SMILES, protein or DNA tokens); one not in the vocabulary is an error.
+    #[arg(long)]
+    pretokenized: bool,
 
     /// With --evaluate: the token that blank-out puts in place of each token.
     #[arg(long, value_enum, default_value_t = BlankArg::Unk, requires = "evaluate")]
@@ -212,6 +226,8 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
     })?;
     let options = ExplainOptions {
         target: args.target,
+        pair: args.pair.clone(),
+        pretokenized: args.pretokenized,
         candidates: args.candidates.clone(),
         top_k: args.top_k,
         relevance: RelevanceOptions {
@@ -225,6 +241,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         all_positions: args.all_positions,
         evaluate: args.evaluate.then(|| EvaluateOptions {
             word: args.importance_word.clone(),
+            label: args.label.clone(),
             blank: match args.blank {
                 BlankArg::Unk => Blank::Unk,
                 BlankArg::Mask => Blank::Mask,
@@ -232,7 +249,10 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         }),
     };
     match (mode, &args.input, &args.text) {
-        (Mode::Batch, Some(input), _) => return batch::run(args, input, &device, &options),
+        (Mode::Batch, Some(input), _) => {
+            let explainer = load_explainer(args, matches, &device)?;
+            return batch::run(args, input, explainer, &options);
+        }
         (Mode::Causal, _, Some(text)) => {
             let printing = causal::Printing {
                 json: args.json,
@@ -249,7 +269,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
     }
     let report = match (&args.attention, &args.text) {
         (Some(file), _) => explain_file(file, args.tokens.as_deref(), &device, &options)?,
-        (None, Some(text)) => explain_text(args, text, &device, &options)?,
+        (None, Some(text)) => load_explainer(args, matches, &device)?.explain(text, &options)?,
         (None, None) => unreachable!("clap requires the text unless --attention is given"),
     };
     let view = match args.hide_special {
@@ -301,22 +321,19 @@ fn output_files(args: &Args) -> anyhow::Result<Vec<(OutputFile, Format)>> {
         .collect()
 }
 
-fn explain_text(
+/// Loads the --model checkpoint, saying so on stderr, and refuses the options its task
+/// does not use.
+fn load_explainer(
     args: &Args,
-    text: &str,
+    matches: &ArgMatches,
     device: &candle_core::Device,
-    options: &ExplainOptions,
-) -> anyhow::Result<Report> {
-    Ok(load_explainer(args, device)?.explain(text, options)?)
-}
-
-/// Loads the --model checkpoint, saying so on stderr.
-fn load_explainer(args: &Args, device: &candle_core::Device) -> anyhow::Result<Explainer> {
+) -> anyhow::Result<Explainer> {
     let source = ModelSource::parse(&args.model, &args.revision);
     eprintln!("Loading {source}");
     let explainer = Explainer::load(&source, device)?;
-    if !explainer.has_mlm_head() {
-        eprintln!("Note: {source} has no masked-LM head, so the prediction is unavailable; relevances still work.");
+    refuse_for_task(matches, explainer.task(), &source.to_string())?;
+    if !explainer.has_head() {
+        eprintln!("Note: {source} has no prediction head, so the prediction is unavailable; relevances still work.");
     }
     Ok(explainer)
 }

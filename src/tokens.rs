@@ -1,4 +1,6 @@
-//! Text to wordpieces with the checkpoint's own tokenizer, never padded or truncated.
+//! Text to tokens with the checkpoint's own tokenizer (WordPiece, byte-level BPE or
+//! SentencePiece as tokenizer.json says; BERT's vocab.txt too), never padded or truncated.
+//! Special tokens and the mask token are the tokenizer's, not BERT's spellings.
 
 use std::path::Path;
 
@@ -6,21 +8,43 @@ use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
-use tokenizers::{AddedToken, Tokenizer};
+use tokenizers::{AddedToken, ModelWrapper, Token, Tokenizer};
 
 use crate::error::{Error, Result};
 use crate::input::{read_capped, TOKENIZER_LIMIT};
 
 const SPECIAL: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
+/// How mask tokens are spelled: BERT's and the SentencePiece/BPE families'.
+const MASKS: [&str; 2] = ["[MASK]", "<mask>"];
 
-/// A text encoded exactly as given: [CLS], the wordpieces, [SEP].
+/// A text encoded exactly as given, with the tokenizer's special tokens around it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoding {
     pub ids: Vec<u32>,
     pub tokens: Vec<String>,
+    /// The token type of each position (1 for the second text of a pair, where the
+    /// tokenizer says so).
+    pub type_ids: Vec<u32>,
+    /// Whether each position is a special token the tokenizer added ([CLS], `</s>`, ...).
+    pub special: Vec<bool>,
 }
 
-/// The checkpoint's wordpiece tokenizer.
+impl Encoding {
+    fn from_tokenizer(encoding: &tokenizers::Encoding) -> Self {
+        Self {
+            ids: encoding.get_ids().to_vec(),
+            tokens: encoding.get_tokens().to_vec(),
+            type_ids: encoding.get_type_ids().to_vec(),
+            special: encoding
+                .get_special_tokens_mask()
+                .iter()
+                .map(|&m| m == 1)
+                .collect(),
+        }
+    }
+}
+
+/// The checkpoint's tokenizer.
 pub struct TextTokenizer {
     inner: Tokenizer,
 }
@@ -71,31 +95,66 @@ impl TextTokenizer {
         Ok(Self { inner })
     }
 
-    /// Encodes `text` with [CLS] and [SEP].
-    pub fn encode(&self, text: &str) -> Result<Encoding> {
-        let encoding = self
-            .inner
-            .encode(text, true)
-            .map_err(|e| Error::Encode(e.to_string()))?;
-        Ok(Encoding {
-            ids: encoding.get_ids().to_vec(),
-            tokens: encoding.get_tokens().to_vec(),
-        })
+    /// Encodes `text` (and the second text of a pair) with the tokenizer's special tokens.
+    pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoding> {
+        let encoding = match pair {
+            None => self.inner.encode(text, true),
+            Some(pair) => self.inner.encode((text, pair), true),
+        }
+        .map_err(|e| Error::Encode(e.to_string()))?;
+        Ok(Encoding::from_tokenizer(&encoding))
     }
 
-    /// The id of `word` when it is one wordpiece; otherwise an error naming its pieces.
-    pub fn single_piece(&self, word: &str) -> Result<u32> {
+    /// `--pretokenized`: `text` is whitespace-separated tokens, each looked up in the
+    /// vocabulary as it is (no normalising, no splitting: SMILES, protein or DNA tokens);
+    /// the tokenizer's special tokens go around them as for [`Self::encode`].
+    pub fn encode_pretokenized(&self, text: &str, pair: Option<&str>) -> Result<Encoding> {
+        let sequence = |text: &str, type_id: u32| -> Result<tokenizers::Encoding> {
+            let tokens = text
+                .split_whitespace()
+                .map(|token| match self.inner.token_to_id(token) {
+                    Some(id) => Ok(Token::new(id, token.to_string(), (0, 0))),
+                    None => Err(Error::UnknownToken {
+                        token: token.to_string(),
+                    }),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(tokenizers::Encoding::from_tokens(tokens, type_id))
+        };
+        let first = sequence(text, 0)?;
+        let second = pair.map(|p| sequence(p, 1)).transpose()?;
         let encoding = self
             .inner
-            .encode(word, false)
+            .post_process(first, second, true)
             .map_err(|e| Error::Encode(e.to_string()))?;
-        match encoding.get_ids() {
-            [id] => Ok(*id),
-            _ => Err(Error::CandidateNotOneWordpiece {
-                word: word.to_string(),
-                pieces: format!("{:?}", encoding.get_tokens()),
-            }),
+        Ok(Encoding::from_tokenizer(&encoding))
+    }
+
+    /// The id of `word` when it is one token; otherwise an error naming its pieces. For
+    /// BPE and SentencePiece vocabularies the word is looked up as it reads after a space
+    /// (`Ġhis`, `▁his`), the form a word in a sentence takes, then as typed.
+    pub fn single_piece(&self, word: &str) -> Result<u32> {
+        let wordpiece = matches!(self.inner.get_model(), ModelWrapper::WordPiece(_));
+        let spaced = format!(" {word}");
+        let forms: &[&str] = match wordpiece {
+            true => &[word],
+            false => &[&spaced, word],
+        };
+        let mut pieces = Vec::new();
+        for form in forms {
+            let encoding = self
+                .inner
+                .encode(*form, false)
+                .map_err(|e| Error::Encode(e.to_string()))?;
+            match encoding.get_ids() {
+                [id] => return Ok(*id),
+                _ => pieces.push(format!("{:?}", encoding.get_tokens())),
+            }
         }
+        Err(Error::CandidateNotOneWordpiece {
+            word: word.to_string(),
+            pieces: pieces.join(" or "),
+        })
     }
 
     /// The vocabulary entry for `id`.
@@ -105,9 +164,9 @@ impl TextTokenizer {
             .unwrap_or_else(|| format!("[id {id}]"))
     }
 
-    /// The id of [MASK], if the vocabulary has one.
+    /// The id of the mask token ([MASK] or `<mask>`), if the vocabulary has one.
     pub fn mask_id(&self) -> Option<u32> {
-        self.token_id("[MASK]")
+        MASKS.iter().find_map(|m| self.token_id(m))
     }
 
     /// The id of a vocabulary entry such as `[UNK]`.
@@ -148,12 +207,30 @@ mod tests {
     #[test]
     fn vocab_tokenizer_keeps_mask_whole_and_lowercases() {
         let (_dir, tokenizer) = vocab_tokenizer();
-        let encoding = tokenizer.encode("The [MASK] Book.").unwrap();
+        let encoding = tokenizer.encode("The [MASK] Book.", None).unwrap();
         assert_eq!(
             encoding.tokens,
             ["[CLS]", "the", "[MASK]", "book", ".", "[SEP]"]
         );
         assert_eq!(encoding.ids, [2, 5, 4, 6, 9, 3]);
+        assert_eq!(encoding.special, [true, false, false, false, false, true]);
+        let pair = tokenizer.encode("the", Some("book")).unwrap();
+        assert_eq!(pair.tokens, ["[CLS]", "the", "[SEP]", "book", "[SEP]"]);
+        assert_eq!(pair.type_ids, [0, 0, 0, 1, 1]);
+    }
+
+    #[test]
+    fn pretokenized_text_is_looked_up_as_it_is() {
+        let (_dir, tokenizer) = vocab_tokenizer();
+        let encoding = tokenizer
+            .encode_pretokenized(" ##ache  the\tback ", None)
+            .unwrap();
+        assert_eq!(encoding.tokens, ["[CLS]", "##ache", "the", "back", "[SEP]"]);
+        assert_eq!(encoding.ids, [2, 8, 5, 7, 3]);
+        let err = tokenizer.encode_pretokenized("the Book", None).unwrap_err();
+        assert!(err.to_string().contains("\"Book\""), "{err}");
+        let pair = tokenizer.encode_pretokenized("the", Some("book")).unwrap();
+        assert_eq!(pair.type_ids, [0, 0, 0, 1, 1]);
     }
 
     #[test]

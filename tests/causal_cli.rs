@@ -216,7 +216,7 @@ fn broken_or_foreign_checkpoints_are_named() {
     fails(
         &["--model", &llama.path().display().to_string(), PROMPT],
         1,
-        &["\"llama\"", "GPT-2"],
+        &["\"llama\"", "electra, gpt2"],
     );
 
     let wide = copy_of_tiny(&[]);

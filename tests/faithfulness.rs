@@ -130,7 +130,7 @@ fn evaluate_needs_a_masked_lm_head() {
     // An option that does not fit the model: a usage error (SPEC §3).
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("--evaluate needs a checkpoint with a masked-LM head"),
+        stderr.contains("--evaluate needs a checkpoint with a prediction head"),
         "{stderr}"
     );
 }

@@ -356,7 +356,7 @@ fn nan_or_overflowing_weights_are_errors_naming_the_layer() {
     fails(
         &["--model", &arg(dir.path()), TEXT],
         1,
-        &["masked-LM head's output is not finite"],
+        &["prediction head's output is not finite"],
     );
     let dir = copy_of("tiny-bert-modern");
     let config = dir.path().join("config.json");

@@ -4,9 +4,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::checkpoint::Activation;
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
+use crate::model::Activation;
 
 /// The parts of a GPT-2 config.json that the forward pass and generation need.
 #[derive(Debug, Clone, Deserialize)]

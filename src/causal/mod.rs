@@ -74,7 +74,7 @@ impl CausalExplainer {
         let files = CausalFiles::locate(source)?;
         let config = Gpt2Config::load(&files.config)?;
         let tokenizer = files.load_tokenizer()?;
-        let weights = Weights::load(&files.weights, device)?;
+        let weights = Weights::load(&files.weights, device, "")?;
         let model = Gpt2::load(&weights, &config)?;
         Ok(Self {
             name: source.to_string(),

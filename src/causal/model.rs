@@ -5,9 +5,10 @@ use candle_core::{IndexOp, Module, Tensor, D};
 use candle_nn::{Embedding, LayerNorm, Linear};
 
 use super::config::Gpt2Config;
-use crate::checkpoint::{Activation, WeightPath, Weights};
+use crate::checkpoint::{WeightPath, Weights};
 use crate::error::Result;
 use crate::model::activate;
+use crate::model::Activation;
 
 /// A GPT-2 with its language-model head (tied to the token embeddings unless the checkpoint
 /// stores its own `lm_head.weight`).

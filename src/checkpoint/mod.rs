@@ -1,7 +1,6 @@
 //! Where a checkpoint comes from (a local folder or the Hub) and what it is made of:
 //! config.json, the tokenizer, and the weights.
 
-mod config;
 mod hub;
 mod weights;
 
@@ -9,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use candle_core::Device;
 
-pub use config::{Activation, BertConfig};
 pub use hub::HubRepo;
 pub use weights::{WeightPath, Weights};
 
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
+use crate::model::{EncoderConfig, Model};
 use crate::tokens::TextTokenizer;
 
 /// The tokenizer files a checkpoint may have, best first.
@@ -134,11 +133,12 @@ impl CheckpointFiles {
         setting.unwrap_or(true)
     }
 
-    /// Reads config.json and the weights onto `device`.
-    pub fn load_model_files(&self, device: &Device) -> Result<(BertConfig, Weights)> {
-        let config = BertConfig::load(&self.config)?;
-        let weights = Weights::load(&self.weights, device)?;
-        Ok((config, weights))
+    /// Reads config.json and the weights onto `device`, and builds the model.
+    pub fn load_model(&self, device: &Device) -> Result<(EncoderConfig, Model)> {
+        let (family, config) = EncoderConfig::load(&self.config)?;
+        let weights = Weights::load(&self.weights, device, family.base)?;
+        let model = Model::load(&weights, family, &config)?;
+        Ok((config, model))
     }
 }
 

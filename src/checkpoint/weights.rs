@@ -8,8 +8,9 @@ use candle_core::{DType, Device, Tensor};
 use crate::error::{Error, Result};
 use crate::input::open_regular;
 
-/// Every tensor of a checkpoint, renamed to one convention: no `bert.` prefix and
-/// `LayerNorm.weight` / `LayerNorm.bias` (bert-base-uncased says `gamma` / `beta`).
+/// Every tensor of a checkpoint, renamed to one convention: without the body's prefix that
+/// task checkpoints carry (`bert.`, `roberta.`, ...) and with `LayerNorm.weight` /
+/// `LayerNorm.bias` (bert-base-uncased says `gamma` / `beta`).
 pub struct Weights {
     path: PathBuf,
     tensors: HashMap<String, Tensor>,
@@ -17,8 +18,9 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Reads model.safetensors or pytorch_model.bin (chosen by extension).
-    pub fn load(path: &Path, device: &Device) -> Result<Self> {
+    /// Reads model.safetensors or pytorch_model.bin (chosen by extension); `base` is the
+    /// prefix to drop from the body's tensor names (`"bert"`; `""` for none).
+    pub fn load(path: &Path, device: &Device, base: &str) -> Result<Self> {
         let unreadable = |e: candle_core::Error| Error::Weights {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -38,7 +40,7 @@ impl Weights {
         };
         let tensors = raw
             .into_iter()
-            .map(|(name, tensor)| (canonical_name(&name), tensor))
+            .map(|(name, tensor)| (canonical_name(&name, base), tensor))
             .collect();
         Ok(Self {
             path: path.to_path_buf(),
@@ -114,8 +116,11 @@ impl WeightPath<'_> {
     }
 }
 
-fn canonical_name(name: &str) -> String {
-    let name = name.strip_prefix("bert.").unwrap_or(name);
+fn canonical_name(name: &str, base: &str) -> String {
+    let name = name
+        .strip_prefix(base)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .unwrap_or(name);
     if let Some(stem) = name.strip_suffix("LayerNorm.gamma") {
         format!("{stem}LayerNorm.weight")
     } else if let Some(stem) = name.strip_suffix("LayerNorm.beta") {
@@ -151,7 +156,7 @@ mod tests {
             ),
         ];
         for (given, canonical) in cases {
-            assert_eq!(canonical_name(given), canonical);
+            assert_eq!(canonical_name(given, "bert"), canonical);
         }
     }
 
@@ -161,7 +166,7 @@ mod tests {
         let path = dir.path().join("model.safetensors");
         let t = Tensor::zeros((2, 3), DType::F32, &Device::Cpu).unwrap();
         candle_core::safetensors::save(&HashMap::from([("bert.a.weight", t)]), &path).unwrap();
-        let weights = Weights::load(&path, &Device::Cpu).unwrap();
+        let weights = Weights::load(&path, &Device::Cpu, "bert").unwrap();
         assert_eq!(
             weights.pp("a").get("weight", &[2, 3]).unwrap().dims(),
             &[2, 3]

@@ -6,16 +6,16 @@ use anyhow::Context;
 use bert_explain::batch::{examples, run_batch};
 use bert_explain::input::open_regular;
 use bert_explain::report::OutputFile;
-use bert_explain::ExplainOptions;
+use bert_explain::{ExplainOptions, Explainer};
 
-use crate::{load_explainer, Args};
+use crate::Args;
 
 /// `--input`: one model, every line of the file, a progress bar on stderr, and with
 /// `--evaluate` the summary table (on stderr when the reports go to stdout).
 pub fn run(
     args: &Args,
     input: &Path,
-    device: &candle_core::Device,
+    explainer: Explainer,
     options: &ExplainOptions,
 ) -> anyhow::Result<()> {
     let open = || {
@@ -31,7 +31,6 @@ pub fn run(
         None => None,
     };
     let total = examples(open()?).count();
-    let explainer = load_explainer(args, device)?;
     let bar = indicatif::ProgressBar::new(total as u64).with_style(
         indicatif::ProgressStyle::with_template(
             "{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left",

@@ -4,6 +4,7 @@
 use clap::parser::ValueSource;
 use clap::ArgMatches;
 
+use bert_explain::model::Task;
 use bert_explain::Error;
 
 /// What the command line asks for.
@@ -32,6 +33,9 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("evaluate", &[Masked, Batch]),
     ("importance_word", &[Masked, Batch]),
     ("blank", &[Masked, Batch]),
+    ("label", &[Masked, Batch]),
+    ("pair", &[Masked, Batch]),
+    ("pretokenized", &[Masked, Batch]),
     ("tokens", &[Attention]),
     ("output", &[Batch]),
     ("json", &[Masked, Attention, Causal]),
@@ -85,4 +89,39 @@ pub fn refuse_unused(matches: &ArgMatches, mode: Mode, model: &str) -> Result<()
         });
     }
     Ok(())
+}
+
+/// Options that only some tasks use (SPEC §7), refused for the loaded model's task.
+pub fn refuse_for_task(matches: &ArgMatches, task: Task, model: &str) -> Result<(), Error> {
+    let words = "masked-LM models (a word at the mask)";
+    let labels = "classifiers (labels)";
+    let table: [(&str, &'static str, &'static str, &[Task]); 4] = [
+        ("candidates", "--candidates", words, &[Task::MaskedLm]),
+        ("top_k", "--top-k", words, &[Task::MaskedLm]),
+        (
+            "importance_word",
+            "--importance-word",
+            words,
+            &[Task::MaskedLm],
+        ),
+        (
+            "label",
+            "--label",
+            labels,
+            &[Task::SequenceClassification, Task::ReplacedTokenDetection],
+        ),
+    ];
+    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    match table
+        .iter()
+        .find(|(id, _, _, tasks)| given(id) && !tasks.contains(&task))
+    {
+        Some((_, option, applies, _)) => Err(Error::OptionForOtherTask {
+            option,
+            applies,
+            model: model.to_string(),
+            task: task.name(),
+        }),
+        None => Ok(()),
+    }
 }

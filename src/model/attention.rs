@@ -3,11 +3,14 @@
 use candle_core::{Module, Tensor, D};
 use candle_nn::Linear;
 
+use super::config::EncoderConfig;
+use super::family::LayerNames;
 use super::norm::LayerNorm;
-use crate::checkpoint::{BertConfig, WeightPath};
+use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
-/// `attention.*` of one encoder layer: self-attention and its output projection.
+/// The attention block of one encoder layer: self-attention, its output projection, the
+/// residual connection and LayerNorm.
 pub struct Attention {
     query: Linear,
     key: Linear,
@@ -27,16 +30,20 @@ pub struct AttentionOutput {
 }
 
 impl Attention {
-    pub fn load(vb: &WeightPath, config: &BertConfig) -> Result<Self> {
+    /// `vb` is the layer; `names` say where its attention tensors are.
+    pub fn load(vb: &WeightPath, names: &LayerNames, config: &EncoderConfig) -> Result<Self> {
         let hidden = config.hidden_size;
-        let this = vb.pp("self");
-        let out = vb.pp("output");
+        let linear = |name: &str| load_linear(&vb.pp(name), hidden, hidden);
         Ok(Self {
-            query: load_linear(&this.pp("query"), hidden, hidden)?,
-            key: load_linear(&this.pp("key"), hidden, hidden)?,
-            value: load_linear(&this.pp("value"), hidden, hidden)?,
-            output: load_linear(&out.pp("dense"), hidden, hidden)?,
-            layer_norm: LayerNorm::load(&out.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
+            query: linear(names.query)?,
+            key: linear(names.key)?,
+            value: linear(names.value)?,
+            output: linear(names.attention_output)?,
+            layer_norm: LayerNorm::load(
+                &vb.pp(names.attention_norm),
+                hidden,
+                config.layer_norm_eps,
+            )?,
             heads: config.num_attention_heads,
             head_size: config.head_size(),
         })

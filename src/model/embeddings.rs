@@ -1,55 +1,90 @@
-//! BERT's input embeddings: word + position + token type, then LayerNorm.
+//! The input embeddings: word + position (+ token type), LayerNorm, and for factorised
+//! embeddings (ALBERT, ELECTRA) a projection to the hidden size.
 
 use candle_core::{Module, Tensor};
-use candle_nn::Embedding;
+use candle_nn::{Embedding, Linear};
 
+use super::attention::load_linear;
+use super::config::EncoderConfig;
+use super::family::EmbeddingNames;
 use super::norm::LayerNorm;
-use crate::checkpoint::{BertConfig, WeightPath};
+use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
-/// `embeddings.*` of a BERT checkpoint.
 pub struct Embeddings {
     word: Embedding,
     position: Embedding,
-    token_type: Embedding,
+    token_type: Option<Embedding>,
     layer_norm: LayerNorm,
+    projection: Option<Linear>,
+    position_offset: usize,
 }
 
 impl Embeddings {
-    pub fn load(vb: &WeightPath, config: &BertConfig) -> Result<Self> {
-        let hidden = config.hidden_size;
+    pub fn load(vb: &WeightPath, names: &EmbeddingNames, config: &EncoderConfig) -> Result<Self> {
+        let width = config.embedding_width();
         let table = |name: &str, rows: usize| -> Result<Embedding> {
-            let weight = vb.pp(name).get("weight", &[rows, hidden])?;
-            Ok(Embedding::new(weight, hidden))
+            let weight = vb.pp(name).get("weight", &[rows, width])?;
+            Ok(Embedding::new(weight, width))
+        };
+        let token_type = match names.token_type {
+            Some(name) if config.type_vocab_size > 0 => Some(table(name, config.type_vocab_size)?),
+            _ => None,
+        };
+        let projection = match names.projection {
+            Some(name) if vb.contains(&format!("{name}.weight")) || width != config.hidden_size => {
+                Some(load_linear(&vb.pp(name), width, config.hidden_size)?)
+            }
+            _ => None,
         };
         Ok(Self {
-            word: table("word_embeddings", config.vocab_size)?,
-            position: table("position_embeddings", config.max_position_embeddings)?,
-            token_type: table("token_type_embeddings", config.type_vocab_size)?,
-            layer_norm: LayerNorm::load(&vb.pp("LayerNorm"), hidden, config.layer_norm_eps)?,
+            word: table(names.word, config.vocab_size)?,
+            position: table(names.position, config.max_position_embeddings)?,
+            token_type,
+            layer_norm: LayerNorm::load(&vb.pp(names.norm), width, config.layer_norm_eps)?,
+            projection,
+            position_offset: (names.position_offset)(config),
         })
     }
 
-    /// The word embedding table, `[vocab, hidden]` (the tied MLM decoder reuses it).
+    /// The word embedding table, `[vocab, width]` (tied decoders reuse it).
     pub fn word_table(&self) -> &Tensor {
         self.word.embeddings()
     }
 
-    /// `input_ids`: `[b, n]` u32 → the word embeddings alone, `[b, n, hidden]`.
+    /// How many tokens fit the position table.
+    pub fn max_tokens(&self) -> usize {
+        self.position.embeddings().dims()[0].saturating_sub(self.position_offset)
+    }
+
+    /// `input_ids`: `[b, n]` u32 → the word embeddings alone, `[b, n, width]`.
     pub fn words(&self, input_ids: &Tensor) -> Result<Tensor> {
         Ok(self.word.forward(input_ids)?)
     }
 
-    /// `words`: `[b, n, hidden]` (from [`Self::words`], or any input embeddings) → the
-    /// layer input, `[b, n, hidden]`: plus positions and token type 0, then LayerNorm.
-    pub fn forward(&self, words: &Tensor) -> Result<Tensor> {
+    /// `words`: `[b, n, width]` (from [`Self::words`], or any input embeddings) and the token
+    /// types `[b, n]` u32 (`None`: all 0) → the first layer's input, `[b, n, hidden]`.
+    pub fn forward(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor> {
         let (_, n, _) = words.dims3()?;
         let device = words.device();
-        let positions = Tensor::arange(0u32, n as u32, device)?.unsqueeze(0)?;
-        let types = positions.zeros_like()?;
-        let sum = words
-            .broadcast_add(&self.position.forward(&positions)?)?
-            .broadcast_add(&self.token_type.forward(&types)?)?;
-        self.layer_norm.forward(&sum)
+        let start = self.position_offset as u32;
+        let positions = Tensor::arange(start, start + n as u32, device)?.unsqueeze(0)?;
+        let mut sum = words.broadcast_add(&self.position.forward(&positions)?)?;
+        if let Some(table) = &self.token_type {
+            let zeros;
+            let types = match types {
+                Some(types) => types,
+                None => {
+                    zeros = positions.zeros_like()?;
+                    &zeros
+                }
+            };
+            sum = sum.broadcast_add(&table.forward(types)?)?;
+        }
+        let normed = self.layer_norm.forward(&sum)?;
+        Ok(match &self.projection {
+            Some(projection) => projection.forward(&normed)?,
+            None => normed,
+        })
     }
 }

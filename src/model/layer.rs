@@ -4,11 +4,13 @@ use candle_core::{Module, Tensor};
 use candle_nn::Linear;
 
 use super::attention::{load_linear, Attention};
+use super::config::{Activation, EncoderConfig};
+use super::family::LayerNames;
 use super::norm::LayerNorm;
-use crate::checkpoint::{Activation, BertConfig, WeightPath};
+use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
-/// `encoder.layer.<i>.*`.
+/// One post-LayerNorm encoder layer (every family's layers compute this).
 pub struct Layer {
     attention: Attention,
     intermediate: Linear,
@@ -18,17 +20,14 @@ pub struct Layer {
 }
 
 impl Layer {
-    pub fn load(vb: &WeightPath, config: &BertConfig) -> Result<Self> {
+    /// `vb` is the layer, `names` its tensors' names within it.
+    pub fn load(vb: &WeightPath, names: &LayerNames, config: &EncoderConfig) -> Result<Self> {
         let (hidden, inner) = (config.hidden_size, config.intermediate_size);
         Ok(Self {
-            attention: Attention::load(&vb.pp("attention"), config)?,
-            intermediate: load_linear(&vb.pp("intermediate").pp("dense"), hidden, inner)?,
-            output: load_linear(&vb.pp("output").pp("dense"), inner, hidden)?,
-            layer_norm: LayerNorm::load(
-                &vb.pp("output").pp("LayerNorm"),
-                hidden,
-                config.layer_norm_eps,
-            )?,
+            attention: Attention::load(vb, names, config)?,
+            intermediate: load_linear(&vb.pp(names.ffn_in), hidden, inner)?,
+            output: load_linear(&vb.pp(names.ffn_out), inner, hidden)?,
+            layer_norm: LayerNorm::load(&vb.pp(names.output_norm), hidden, config.layer_norm_eps)?,
             activation: config.hidden_act,
         })
     }
@@ -52,5 +51,6 @@ pub fn activate(activation: Activation, x: &Tensor) -> Result<Tensor> {
         Activation::Gelu => x.gelu_erf()?,
         Activation::GeluTanh => x.gelu()?,
         Activation::Relu => x.relu()?,
+        Activation::Tanh => x.tanh()?,
     })
 }

@@ -1,55 +1,154 @@
-//! BertForMaskedLM's forward pass, keeping every layer's attention probabilities
-//! (candle-transformers' BERT discards them, and they are what the explainer needs).
+//! An encoder's forward pass that keeps every layer's attention probabilities (candle's
+//! models discard them, and they are what the explainer needs): one body for every family
+//! (BERT, RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA, told apart by [`Family`]: their
+//! tensor names) and the task head config.json asks for.
 
 mod attention;
+mod classifier;
+pub mod config;
 mod embeddings;
-mod head;
+pub mod families;
+pub mod family;
 mod layer;
+mod masked_lm;
 mod norm;
 
 use candle_core::{IndexOp, Tensor};
 
-use crate::checkpoint::{BertConfig, Weights};
+use crate::checkpoint::Weights;
 use crate::error::Result;
+use classifier::{ClassificationHead, Discriminator};
+pub use config::{Activation, EncoderConfig};
 use embeddings::Embeddings;
-use head::MlmHead;
+pub use family::{supported_model_types, Family};
 pub(crate) use layer::activate;
 use layer::Layer;
+use masked_lm::MaskedLmHead;
 
-/// A BERT encoder with its masked-LM head when the checkpoint has one.
-pub struct BertForMaskedLm {
+/// What the model's head predicts (SPEC §7), as the report names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    /// A word at the mask.
+    MaskedLm,
+    /// One label for the text, at the first token.
+    SequenceClassification,
+    /// ELECTRA's discriminator: was this token replaced?
+    ReplacedTokenDetection,
+    /// No head: relevances only.
+    Encoder,
+}
+
+impl Task {
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::MaskedLm => "masked-lm",
+            Task::SequenceClassification => "sequence-classification",
+            Task::ReplacedTokenDetection => "replaced-token-detection",
+            Task::Encoder => "encoder",
+        }
+    }
+}
+
+enum Head {
+    MaskedLm(MaskedLmHead),
+    Classification(ClassificationHead),
+    Discriminator(Discriminator),
+}
+
+/// An encoder of any family with its task head, when the checkpoint has one.
+pub struct Model {
+    family: &'static Family,
     embeddings: Embeddings,
     layers: Vec<Layer>,
-    head: Option<MlmHead>,
+    head: Option<Head>,
 }
 
 /// What one forward pass over a batch of b sequences yields.
-pub struct MaskedLmOutput {
-    /// `[b, vocab]`: the MLM logits at the target position; `None` without an MLM head.
+pub struct ModelOutput {
+    /// `[b, classes]`: the head's logits at the explained position (vocabulary words or
+    /// labels); `None` without a head.
     pub logits: Option<Tensor>,
     /// One `[b, heads, n, n]` tensor per layer, first layer first.
     pub attentions: Vec<Tensor>,
 }
 
-impl BertForMaskedLm {
-    /// Builds the model from canonical tensor names (see [`Weights`]).
-    pub fn load(weights: &Weights, config: &BertConfig) -> Result<Self> {
+impl Model {
+    /// Builds the model from the checkpoint's tensors; the head follows `architectures`
+    /// (`*ForSequenceClassification`, `ElectraForPreTraining`, else a masked-LM head when
+    /// the tensors have one), and without `architectures` the tensors present.
+    pub fn load(
+        weights: &Weights,
+        family: &'static Family,
+        config: &EncoderConfig,
+    ) -> Result<Self> {
         let root = weights.pp("");
-        let embeddings = Embeddings::load(&root.pp("embeddings"), config)?;
+        let embeddings = Embeddings::load(&root, &family.embeddings, config)?;
         let layers = (0..config.num_hidden_layers)
-            .map(|i| Layer::load(&root.pp("encoder.layer").pp(&i.to_string()), config))
+            .map(|i| {
+                let layer = root.pp(&(family.layer.prefix)(i));
+                Layer::load(&layer, &family.layer, config)
+            })
             .collect::<Result<Vec<_>>>()?;
-        let head_path = root.pp("cls.predictions");
-        let head = if MlmHead::present(&head_path) {
-            Some(MlmHead::load(&head_path, config, embeddings.word_table())?)
+        let classifier = config.architecture_ends_with("ForSequenceClassification")
+            || (config.architectures.is_empty()
+                && ClassificationHead::present(&root, &family.classifier)
+                && !MaskedLmHead::present(&root, &family.masked_lm));
+        let discriminator = family.discriminator.as_ref().filter(|names| {
+            config.architecture_ends_with("ForPreTraining")
+                || (config.architectures.is_empty() && Discriminator::present(&root, names))
+        });
+        let head = if classifier {
+            Some(Head::Classification(ClassificationHead::load(
+                &root,
+                &family.classifier,
+                config,
+            )?))
+        } else if let Some(names) = discriminator {
+            Some(Head::Discriminator(Discriminator::load(
+                &root, names, config,
+            )?))
+        } else if MaskedLmHead::present(&root, &family.masked_lm) {
+            Some(Head::MaskedLm(MaskedLmHead::load(
+                &root,
+                &family.masked_lm,
+                config,
+                embeddings.word_table(),
+            )?))
         } else {
             None
         };
         Ok(Self {
+            family,
             embeddings,
             layers,
             head,
         })
+    }
+
+    pub fn family(&self) -> &'static Family {
+        self.family
+    }
+
+    pub fn task(&self) -> Task {
+        match &self.head {
+            Some(Head::MaskedLm(_)) => Task::MaskedLm,
+            Some(Head::Classification(_)) => Task::SequenceClassification,
+            Some(Head::Discriminator(_)) => Task::ReplacedTokenDetection,
+            None => Task::Encoder,
+        }
+    }
+
+    /// How many labels a classifier has (0 for other heads).
+    pub fn labels(&self) -> usize {
+        match &self.head {
+            Some(Head::Classification(head)) => head.labels(),
+            _ => 0,
+        }
+    }
+
+    /// How many tokens the position table holds.
+    pub fn max_tokens(&self) -> usize {
+        self.embeddings.max_tokens()
     }
 
     /// The device the weights live on.
@@ -57,36 +156,44 @@ impl BertForMaskedLm {
         self.embeddings.word_table().device()
     }
 
-    /// Whether predictions are available.
-    pub fn has_mlm_head(&self) -> bool {
-        self.head.is_some()
-    }
-
-    /// `input_ids`: `[b, n]` u32 → the word embeddings, `[b, n, hidden]`, the input that
+    /// `input_ids`: `[b, n]` u32 → the word embeddings, `[b, n, width]`, the input that
     /// gradients are taken with respect to.
     pub fn embed_words(&self, input_ids: &Tensor) -> Result<Tensor> {
         self.embeddings.words(input_ids)
     }
 
     /// `input_ids`: `[b, n]` u32, each sequence filling all n positions (no padding);
-    /// `target` < n is where the logits are taken.
-    pub fn forward(&self, input_ids: &Tensor, target: usize) -> Result<MaskedLmOutput> {
-        self.forward_words(&self.embed_words(input_ids)?, target)
+    /// `types`: `[b, n]` u32 token types (`None`: all 0); `at` < n is where the head looks.
+    pub fn forward(
+        &self,
+        input_ids: &Tensor,
+        types: Option<&Tensor>,
+        at: usize,
+    ) -> Result<ModelOutput> {
+        self.forward_words(&self.embed_words(input_ids)?, types, at)
     }
 
-    /// The same from word embeddings `[b, n, hidden]`, so that gradients can reach them.
-    pub fn forward_words(&self, words: &Tensor, target: usize) -> Result<MaskedLmOutput> {
-        let mut hidden = self.embeddings.forward(words)?;
+    /// The same from word embeddings `[b, n, width]`, so that gradients can reach them.
+    pub fn forward_words(
+        &self,
+        words: &Tensor,
+        types: Option<&Tensor>,
+        at: usize,
+    ) -> Result<ModelOutput> {
+        let mut hidden = self.embeddings.forward(words, types)?;
         let mut attentions = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
             let (next, probs) = layer.forward(&hidden)?;
             hidden = next;
             attentions.push(probs);
         }
+        let state = || hidden.i((.., at, ..));
         let logits = match &self.head {
-            Some(head) => Some(head.forward(&hidden.i((.., target, ..))?)?),
+            Some(Head::MaskedLm(head)) => Some(head.forward(&state()?)?),
+            Some(Head::Classification(head)) => Some(head.forward(&state()?)?),
+            Some(Head::Discriminator(head)) => Some(head.forward(&state()?)?),
             None => None,
         };
-        Ok(MaskedLmOutput { logits, attentions })
+        Ok(ModelOutput { logits, attentions })
     }
 }

@@ -36,10 +36,20 @@ use crate::relevance::{AllPositions, Relevance};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub model: String,
+    /// The model family (`bert`, `roberta`, ...; SPEC §7); absent for `--attention` input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    /// `masked-lm`, `sequence-classification`, `replaced-token-detection` or `encoder`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
     pub device: String,
     pub tokens: Vec<String>,
+    /// Which tokens the tokenizer added as special tokens (not in the JSON: `--hide-special`
+    /// uses it; without it, tokens are judged by their spelling).
+    #[serde(skip)]
+    pub special: Option<Vec<bool>>,
     pub target: Target,
-    /// `None` when the checkpoint has no masked-LM head.
+    /// `None` when the checkpoint has no head.
     pub prediction: Option<Prediction>,
     pub layers: usize,
     pub heads: usize,
@@ -62,11 +72,52 @@ pub struct Target {
     pub token: String,
 }
 
-/// The masked-LM distribution at the target.
+/// What the head predicts at the target: the masked-LM distribution (candidates and the
+/// top words, SPEC §4), or every label of a classifier, most probable first (SPEC §7).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Prediction {
-    pub candidates: Vec<WordProbability>,
-    pub top: Vec<WordProbability>,
+#[serde(untagged)]
+pub enum Prediction {
+    Words {
+        candidates: Vec<WordProbability>,
+        top: Vec<WordProbability>,
+    },
+    Labels {
+        labels: Vec<LabelProbability>,
+    },
+}
+
+impl Prediction {
+    /// The prediction as titled groups of (name, probability), as renderers show it.
+    pub fn groups(&self) -> Vec<(&'static str, Vec<(&str, f64)>)> {
+        fn words(ws: &[WordProbability]) -> Vec<(&str, f64)> {
+            ws.iter()
+                .map(|w| (w.word.as_str(), w.probability))
+                .collect()
+        }
+        match self {
+            Prediction::Words { candidates, top } => {
+                vec![
+                    ("candidates", words(candidates)),
+                    ("top predictions", words(top)),
+                ]
+            }
+            Prediction::Labels { labels } => vec![(
+                "labels",
+                labels
+                    .iter()
+                    .map(|l| (l.label.as_str(), l.probability))
+                    .collect(),
+            )],
+        }
+    }
+}
+
+/// One label of a classifier and its probability.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelProbability {
+    pub label: String,
+    pub id: u32,
+    pub probability: f64,
 }
 
 /// One vocabulary entry and its probability.

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use super::colour::{hex, ramp, scale_max, RAMP};
 use super::escape::esc;
-use super::{probability, Renderer, View};
+use super::{probability, Prediction, Renderer, View};
 
 /// The figure as an SVG document; values show on hover (`<title>`).
 pub struct Svg;
@@ -251,21 +251,22 @@ fn tick_step(max: f64) -> (f64, usize) {
 
 fn chart_rows(view: &View) -> usize {
     match &view.report.prediction {
-        Some(p) => p.candidates.len() + p.top.len() + 2,
+        Some(p) => p.groups().iter().map(|(_, items)| items.len() + 1).sum(),
         None => 3,
     }
 }
 
 fn chart_width(view: &View) -> i64 {
-    let words = view
-        .report
-        .prediction
+    let groups = view.report.prediction.as_ref().map(Prediction::groups);
+    let words = groups
         .iter()
-        .flat_map(|p| p.candidates.iter().chain(&p.top).map(|w| w.word.as_str()));
+        .flatten()
+        .flat_map(|(_, items)| items.iter().map(|(w, _)| *w));
     text_width(words).max(40) + 8 + 120 + 64
 }
 
-/// Horizontal bars: the candidates, then the top predictions, on one axis.
+/// Horizontal bars: the candidates, then the top predictions (or a classifier's labels), on
+/// one axis.
 fn chart(svg: &mut String, view: &View, at: &Layout) {
     let x = at.chart_x;
     let _ = writeln!(
@@ -274,7 +275,7 @@ fn chart(svg: &mut String, view: &View, at: &Layout) {
         GRID_TOP - 12
     );
     let Some(prediction) = &view.report.prediction else {
-        for (i, line) in ["Unavailable: this report", "has no masked-LM output."]
+        for (i, line) in ["Unavailable: this report", "has no prediction head."]
             .iter()
             .enumerate()
         {
@@ -286,20 +287,13 @@ fn chart(svg: &mut String, view: &View, at: &Layout) {
         }
         return;
     };
-    let all = prediction.candidates.iter().chain(&prediction.top);
-    let max = all.map(|w| w.probability).fold(0.0, f64::max);
-    let words = prediction
-        .candidates
-        .iter()
-        .chain(&prediction.top)
-        .map(|w| w.word.as_str());
-    let bar_x = x + text_width(words).max(40) + 8;
+    let groups = prediction.groups();
+    let all = groups.iter().flat_map(|(_, items)| items);
+    let max = all.clone().map(|(_, p)| *p).fold(0.0, f64::max);
+    let bar_x = x + text_width(all.map(|(w, _)| *w)).max(40) + 8;
     let mut y = GRID_TOP + 12;
-    let groups = [
-        ("candidates", &prediction.candidates, "#225ea8"),
-        ("top predictions", &prediction.top, "#8c8c8c"),
-    ];
-    for (title, words, colour) in groups {
+    let colours = ["#225ea8", "#8c8c8c"];
+    for ((title, words), colour) in groups.iter().zip(colours.iter().cycle()) {
         if words.is_empty() {
             continue;
         }
@@ -308,9 +302,9 @@ fn chart(svg: &mut String, view: &View, at: &Layout) {
             "<text x=\"{x}\" y=\"{y}\" fill=\"{MUTED}\">{title}</text>"
         );
         y += 20;
-        for w in words {
+        for (word, p) in words {
             let len = if max > 0.0 {
-                (w.probability / max * 120.0).round() as i64
+                (p / max * 120.0).round() as i64
             } else {
                 0
             };
@@ -321,12 +315,12 @@ fn chart(svg: &mut String, view: &View, at: &Layout) {
                  <title>p({}) = {}</title></rect>\
                  <text x=\"{}\" y=\"{y}\" fill=\"{MUTED}\">{}</text>",
                 bar_x - 8,
-                esc(&w.word),
+                esc(word),
                 y - 11,
-                esc(&w.word),
-                w.probability,
+                esc(word),
+                p,
                 bar_x + len + 4,
-                probability(w.probability)
+                probability(*p)
             );
             y += 20;
         }

@@ -6,7 +6,7 @@ use std::io::Write;
 use super::colour::{is_dark, ramp, scale_max};
 use super::escape::terminal as terminal_text;
 use super::evaluation::write_evaluation;
-use super::{probability, Renderer, Report, View};
+use super::{probability, Prediction, Renderer, Report, View};
 
 const BAR_WIDTH: usize = 12;
 const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
@@ -90,25 +90,38 @@ fn write_prediction(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
     let Some(prediction) = &report.prediction else {
         return writeln!(
             out,
-            "Prediction: unavailable, no masked-LM head ran (an encoder-only checkpoint, or --attention input)"
+            "Prediction: unavailable, no prediction head ran (an encoder-only checkpoint, or --attention input)"
         );
     };
     writeln!(out, "Prediction at position {}", report.target.index)?;
-    for candidate in &prediction.candidates {
-        writeln!(
-            out,
-            "  p({}) = {}",
-            candidate.word,
-            probability(candidate.probability)
-        )?;
-    }
-    let top: Vec<String> = prediction
-        .top
-        .iter()
-        .map(|w| format!("{} {}", w.word, probability(w.probability)))
-        .collect();
-    if !top.is_empty() {
-        writeln!(out, "  top {}: {}", top.len(), top.join(", "))?;
+    match prediction {
+        Prediction::Words { candidates, top } => {
+            for candidate in candidates {
+                writeln!(
+                    out,
+                    "  p({}) = {}",
+                    candidate.word,
+                    probability(candidate.probability)
+                )?;
+            }
+            let top: Vec<String> = top
+                .iter()
+                .map(|w| format!("{} {}", w.word, probability(w.probability)))
+                .collect();
+            if !top.is_empty() {
+                writeln!(out, "  top {}: {}", top.len(), top.join(", "))?;
+            }
+        }
+        Prediction::Labels { labels } => {
+            for label in labels {
+                writeln!(
+                    out,
+                    "  p({}) = {}",
+                    label.label,
+                    probability(label.probability)
+                )?;
+            }
+        }
     }
     Ok(())
 }

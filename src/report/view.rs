@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Report, Target};
+use super::{Prediction, Report, Target};
 use crate::evaluate::Evaluation;
 
 /// A report as displayed. `report.tokens` and every relevance row hold the shown tokens
@@ -37,8 +37,12 @@ impl View {
     /// names it; `positions` maps back to the model's input.
     pub fn hide_special(report: Report) -> Self {
         let target = report.target.index;
+        let special = |j: usize| match &report.special {
+            Some(special) => special[j] || is_punctuation_token(&report.tokens[j]),
+            None => is_special(&report.tokens[j]),
+        };
         let (kept, hidden): (Vec<usize>, Vec<usize>) =
-            (0..report.tokens.len()).partition(|&j| j == target || !is_special(&report.tokens[j]));
+            (0..report.tokens.len()).partition(|&j| j == target || !special(j));
         let hidden = hidden
             .into_iter()
             .map(|index| Target {
@@ -93,10 +97,18 @@ impl View {
         r.model = f(&r.model);
         r.tokens = r.tokens.iter().map(|t| f(t)).collect();
         r.target.token = f(&r.target.token);
-        if let Some(prediction) = &mut r.prediction {
-            for w in prediction.candidates.iter_mut().chain(&mut prediction.top) {
-                w.word = f(&w.word);
+        match &mut r.prediction {
+            Some(Prediction::Words { candidates, top }) => {
+                for w in candidates.iter_mut().chain(top) {
+                    w.word = f(&w.word);
+                }
             }
+            Some(Prediction::Labels { labels }) => {
+                for l in labels {
+                    l.label = f(&l.label);
+                }
+            }
+            None => {}
         }
         if let Some(importance) = &mut r.importance {
             importance.word = f(&importance.word);
@@ -114,14 +126,20 @@ impl View {
     }
 }
 
-/// [CLS], [SEP], [PAD], <s>, </s> and tokens made only of punctuation (also as a
-/// continuation piece, `##.`).
+/// [CLS], [SEP], [PAD], <s>, </s> and tokens made only of punctuation, judged by spelling
+/// (for `--attention` input, which has no tokenizer).
 pub fn is_special(token: &str) -> bool {
     const SPECIAL: [&str; 5] = ["[CLS]", "[SEP]", "[PAD]", "<s>", "</s>"];
-    if SPECIAL.contains(&token) {
-        return true;
-    }
-    let word = token.strip_prefix("##").unwrap_or(token);
+    SPECIAL.contains(&token) || is_punctuation_token(token)
+}
+
+/// A token made only of punctuation, also as a continuation piece (`##.`) or a piece that
+/// starts a word in byte-level BPE (`Ġ.`) or SentencePiece (`▁.`).
+pub fn is_punctuation_token(token: &str) -> bool {
+    let word = ["##", "Ġ", "▁"]
+        .iter()
+        .find_map(|marker| token.strip_prefix(marker))
+        .unwrap_or(token);
     !word.is_empty() && word.chars().all(is_punctuation)
 }
 

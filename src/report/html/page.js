@@ -103,14 +103,19 @@ function prediction() {
   const p = report.prediction;
   if (!p) {
     box.append(el("p", { class: "note", id: "no-prediction" },
-      "Unavailable: this report has no masked-LM output (the checkpoint has no masked-LM " +
+      "Unavailable: this report has no prediction (the checkpoint has no prediction " +
       "head, or the attention was read from a file)."));
     return;
   }
-  const all = p.candidates.concat(p.top);
+  // A masked LM's candidates and top words, or a classifier's labels.
+  const named = (items, key) => items.map((w) => ({ word: w[key], probability: w.probability }));
+  const groups = p.labels
+    ? [["labels", named(p.labels, "label"), ""]]
+    : [["candidates", named(p.candidates, "word"), ""], ["top", named(p.top, "word"), "top"]];
+  const all = groups.flatMap((g) => g[1]);
   const max = Math.max(...all.map((w) => w.probability), 1e-12);
   const table = el("table", { class: "bars" });
-  for (const [title, words, kind] of [["candidates", p.candidates, ""], ["top", p.top, "top"]]) {
+  for (const [title, words, kind] of groups) {
     if (words.length === 0) continue;
     const head = table.insertRow();
     head.append(el("th", { colspan: "3" }, title === "top" ? `top ${words.length}` : title));

@@ -1,0 +1,225 @@
+//! config.json of an encoder checkpoint (BERT, RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA):
+//! the sizes the weights must have, under one set of names (each family's spellings are
+//! aliases), and what the task head is.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::family::{family_of, Family};
+use crate::error::{Error, Result};
+use crate::input::{read_text_capped, METADATA_LIMIT};
+
+/// The feed-forward activation named by `hidden_act` (DistilBERT: `activation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Activation {
+    /// The exact GELU, with erf (transformers' "gelu").
+    #[serde(rename = "gelu")]
+    Gelu,
+    /// The tanh approximation of GELU.
+    #[serde(alias = "gelu_new", alias = "gelu_pytorch_tanh", rename = "gelu_fast")]
+    GeluTanh,
+    #[serde(rename = "relu")]
+    Relu,
+    #[serde(rename = "tanh")]
+    Tanh,
+}
+
+/// The parts of an encoder's config.json that the forward pass and the heads need.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EncoderConfig {
+    pub vocab_size: usize,
+    #[serde(alias = "dim")]
+    pub hidden_size: usize,
+    #[serde(alias = "n_layers")]
+    pub num_hidden_layers: usize,
+    #[serde(alias = "n_heads")]
+    pub num_attention_heads: usize,
+    #[serde(alias = "hidden_dim")]
+    pub intermediate_size: usize,
+    #[serde(alias = "activation")]
+    pub hidden_act: Activation,
+    pub max_position_embeddings: usize,
+    /// Word embedding width when it differs from the hidden size (ALBERT, ELECTRA).
+    #[serde(default)]
+    pub embedding_size: Option<usize>,
+    #[serde(default = "default_type_vocab_size")]
+    pub type_vocab_size: usize,
+    #[serde(default = "default_layer_norm_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: Option<usize>,
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+    /// ALBERT: layers share this many groups of parameters.
+    #[serde(default = "one")]
+    pub num_hidden_groups: usize,
+    #[serde(default = "one")]
+    pub inner_group_num: usize,
+    #[serde(default)]
+    pub model_type: Option<String>,
+    #[serde(default)]
+    pub architectures: Vec<String>,
+    /// Label names of a classifier, by id.
+    #[serde(default)]
+    pub id2label: BTreeMap<String, String>,
+    #[serde(default)]
+    pub num_labels: Option<usize>,
+}
+
+fn default_type_vocab_size() -> usize {
+    2
+}
+
+fn default_layer_norm_eps() -> f64 {
+    1e-12
+}
+
+fn one() -> usize {
+    1
+}
+
+impl EncoderConfig {
+    /// Reads and checks a config.json: a supported family with sizes that fit.
+    pub fn load(path: &Path) -> Result<(&'static Family, Self)> {
+        let bad = |message: String| Error::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| bad(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        // The family first: another model's config fails later with a less helpful
+        // "missing field".
+        let model_type = value.get("model_type").and_then(|v| v.as_str());
+        if model_type == Some("gpt2") {
+            return Err(Error::CausalModelInBertMode {
+                path: path.to_path_buf(),
+            });
+        }
+        let family = family_of(model_type.unwrap_or("bert")).ok_or_else(|| {
+            Error::UnsupportedArchitecture {
+                path: path.to_path_buf(),
+                found: model_type.unwrap_or("").to_string(),
+            }
+        })?;
+        let mut config: Self = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        (family.adjust)(&mut config);
+        config.check().map_err(bad)?;
+        Ok((family, config))
+    }
+
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.num_attention_heads == 0 || self.hidden_size == 0 {
+            return Err("hidden_size and num_attention_heads must be positive".into());
+        }
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
+            return Err(format!(
+                "hidden_size {} is not a multiple of num_attention_heads {}",
+                self.hidden_size, self.num_attention_heads
+            ));
+        }
+        if !(self.layer_norm_eps > 0.0 && self.layer_norm_eps.is_finite()) {
+            return Err(format!(
+                "layer_norm_eps {} is not a positive number",
+                self.layer_norm_eps
+            ));
+        }
+        if self.num_hidden_layers == 0 {
+            return Err("num_hidden_layers must be positive".into());
+        }
+        if self.num_hidden_groups != 1 || self.inner_group_num != 1 {
+            return Err(format!(
+                "ALBERT with {} layer groups of {} layers is not supported (only 1 group of 1 shared layer)",
+                self.num_hidden_groups, self.inner_group_num
+            ));
+        }
+        match self.position_embedding_type.as_deref() {
+            None | Some("absolute") => Ok(()),
+            Some(other) => Err(format!(
+                "position_embedding_type {other:?} is not supported (only \"absolute\")"
+            )),
+        }
+    }
+
+    /// The width of one attention head.
+    pub fn head_size(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// The width of the word embeddings.
+    pub fn embedding_width(&self) -> usize {
+        self.embedding_size.unwrap_or(self.hidden_size)
+    }
+
+    /// The name of label `id`: from `id2label`, else `LABEL_<id>` as transformers says.
+    pub fn label_name(&self, id: usize) -> String {
+        self.id2label
+            .get(&id.to_string())
+            .cloned()
+            .unwrap_or_else(|| format!("LABEL_{id}"))
+    }
+
+    /// Whether `architectures` names a class ending in `suffix`.
+    pub fn architecture_ends_with(&self, suffix: &str) -> bool {
+        self.architectures.iter().any(|a| a.ends_with(suffix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> std::path::PathBuf {
+        let path = dir.join("config.json");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    const BERT: &str = r#"{"model_type": "bert", "vocab_size": 10, "hidden_size": 8,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16,
+        "hidden_act": "gelu", "max_position_embeddings": 16}"#;
+
+    #[test]
+    fn reads_a_bert_config_with_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let (family, config) = EncoderConfig::load(&write(dir.path(), BERT)).unwrap();
+        assert_eq!(family.name, "bert");
+        assert_eq!(config.head_size(), 4);
+        assert_eq!(config.type_vocab_size, 2);
+        assert_eq!(config.hidden_act, Activation::Gelu);
+        assert_eq!(config.label_name(1), "LABEL_1");
+    }
+
+    #[test]
+    fn reads_distilberts_own_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"model_type": "distilbert", "vocab_size": 10, "dim": 8, "n_layers": 2,
+            "n_heads": 2, "hidden_dim": 16, "activation": "gelu", "max_position_embeddings": 16,
+            "id2label": {"0": "NEGATIVE", "1": "POSITIVE"}}"#;
+        let (family, config) = EncoderConfig::load(&write(dir.path(), text)).unwrap();
+        assert_eq!(family.name, "distilbert");
+        assert_eq!((config.hidden_size, config.intermediate_size), (8, 16));
+        assert_eq!(config.type_vocab_size, 0);
+        assert_eq!(config.label_name(1), "POSITIVE");
+    }
+
+    #[test]
+    fn names_another_architecture() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = EncoderConfig::load(&write(dir.path(), r#"{"model_type": "t5"}"#)).unwrap_err();
+        assert!(matches!(err, Error::UnsupportedArchitecture { ref found, .. } if found == "t5"));
+        assert!(err.to_string().contains("roberta"), "{err}");
+        let err = EncoderConfig::load(&write(dir.path(), r#"{"model_type": "gpt2"}"#)).unwrap_err();
+        assert!(matches!(err, Error::CausalModelInBertMode { .. }));
+    }
+
+    #[test]
+    fn rejects_heads_that_do_not_divide_the_width() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = BERT.replace("\"num_attention_heads\": 2", "\"num_attention_heads\": 3");
+        let err = EncoderConfig::load(&write(dir.path(), &text)).unwrap_err();
+        assert!(err.to_string().contains("not a multiple"), "{err}");
+    }
+}

@@ -1,0 +1,46 @@
+//! DistilBERT (Sanh et al. 2019): no token types, its own layer names, a ReLU
+//! pre-classifier.
+
+use crate::model::config::Activation;
+use crate::model::family::{
+    from_zero, ClassifierNames, EmbeddingNames, Family, LayerNames, MaskedLmNames,
+};
+
+pub const FAMILY: Family = Family {
+    name: "distilbert",
+    model_types: &["distilbert"],
+    base: "distilbert",
+    adjust: |config| config.type_vocab_size = 0,
+    embeddings: EmbeddingNames {
+        word: "embeddings.word_embeddings",
+        position: "embeddings.position_embeddings",
+        token_type: None,
+        norm: "embeddings.LayerNorm",
+        projection: None,
+        position_offset: from_zero,
+    },
+    layer: LayerNames {
+        prefix: |i| format!("transformer.layer.{i}"),
+        query: "attention.q_lin",
+        key: "attention.k_lin",
+        value: "attention.v_lin",
+        attention_output: "attention.out_lin",
+        attention_norm: "sa_layer_norm",
+        ffn_in: "ffn.lin1",
+        ffn_out: "ffn.lin2",
+        output_norm: "output_layer_norm",
+    },
+    masked_lm: MaskedLmNames {
+        dense: "vocab_transform",
+        norm: "vocab_layer_norm",
+        decoder: "vocab_projector",
+        bias: "vocab_projector.bias",
+        activation: None,
+    },
+    classifier: ClassifierNames {
+        dense: "pre_classifier",
+        activation: Activation::Relu,
+        output: "classifier",
+    },
+    discriminator: None,
+};

@@ -1,0 +1,41 @@
+//! ELECTRA (Clark et al. 2020): BERT's layers after an optional projection of smaller
+//! embeddings; the discriminator says for each token whether it was replaced.
+
+use crate::model::config::Activation;
+use crate::model::family::{
+    from_zero, ClassifierNames, DiscriminatorNames, EmbeddingNames, Family, MaskedLmNames,
+    BERT_LAYER,
+};
+
+pub const FAMILY: Family = Family {
+    name: "electra",
+    model_types: &["electra"],
+    base: "electra",
+    adjust: |_| {},
+    embeddings: EmbeddingNames {
+        word: "embeddings.word_embeddings",
+        position: "embeddings.position_embeddings",
+        token_type: Some("embeddings.token_type_embeddings"),
+        norm: "embeddings.LayerNorm",
+        projection: Some("embeddings_project"),
+        position_offset: from_zero,
+    },
+    layer: BERT_LAYER,
+    // ElectraForMaskedLM, the generator.
+    masked_lm: MaskedLmNames {
+        dense: "generator_predictions.dense",
+        norm: "generator_predictions.LayerNorm",
+        decoder: "generator_lm_head",
+        bias: "generator_lm_head.bias",
+        activation: Some(Activation::Gelu),
+    },
+    classifier: ClassifierNames {
+        dense: "classifier.dense",
+        activation: Activation::Gelu,
+        output: "classifier.out_proj",
+    },
+    discriminator: Some(DiscriminatorNames {
+        dense: "discriminator_predictions.dense",
+        prediction: "discriminator_predictions.dense_prediction",
+    }),
+};

@@ -1,0 +1,124 @@
+//! A model family: how one kind of checkpoint spells its tensors and what sets it apart.
+//! Every family's layers compute the same post-LayerNorm block, so a family is data (its
+//! names, in the style of candle's `vb.pp(...)`) plus a few config defaults; adding one
+//! is one file in `families/` and one line in [`FAMILIES`].
+
+use super::config::{Activation, EncoderConfig};
+use super::families::{albert, bert, distilbert, electra, roberta};
+
+/// The supported encoder families.
+const FAMILIES: [&Family; 5] = [
+    &bert::FAMILY,
+    &roberta::FAMILY,
+    &distilbert::FAMILY,
+    &albert::FAMILY,
+    &electra::FAMILY,
+];
+
+/// The family whose `model_type` this is.
+pub fn family_of(model_type: &str) -> Option<&'static Family> {
+    FAMILIES
+        .into_iter()
+        .find(|f| f.model_types.contains(&model_type))
+}
+
+/// Every supported `model_type`, for messages.
+pub fn supported_model_types() -> String {
+    let mut names: Vec<&str> = FAMILIES
+        .iter()
+        .flat_map(|f| f.model_types)
+        .copied()
+        .collect();
+    names.push("gpt2");
+    names.join(", ")
+}
+
+/// One family of encoder checkpoints. Tensor names are relative to the body, after the
+/// `base` prefix that task checkpoints put before it (`bert.`, `roberta.`, ...).
+pub struct Family {
+    /// What the report calls it (its main `model_type`).
+    pub name: &'static str,
+    pub model_types: &'static [&'static str],
+    pub base: &'static str,
+    /// Family defaults that config.json leaves out.
+    pub adjust: fn(&mut EncoderConfig),
+    pub embeddings: EmbeddingNames,
+    pub layer: LayerNames,
+    pub masked_lm: MaskedLmNames,
+    pub classifier: ClassifierNames,
+    /// ELECTRA's replaced-token detector.
+    pub discriminator: Option<DiscriminatorNames>,
+}
+
+pub struct EmbeddingNames {
+    pub word: &'static str,
+    pub position: &'static str,
+    /// `None`: the family has no token types (DistilBERT).
+    pub token_type: Option<&'static str>,
+    pub norm: &'static str,
+    /// From the embedding width to the hidden size, where they differ (ALBERT, ELECTRA).
+    pub projection: Option<&'static str>,
+    /// The first position id (RoBERTa counts from padding_idx + 1).
+    pub position_offset: fn(&EncoderConfig) -> usize,
+}
+
+pub struct LayerNames {
+    /// Where layer i's tensors are (ALBERT: the same shared layer for every i).
+    pub prefix: fn(usize) -> String,
+    pub query: &'static str,
+    pub key: &'static str,
+    pub value: &'static str,
+    pub attention_output: &'static str,
+    pub attention_norm: &'static str,
+    pub ffn_in: &'static str,
+    pub ffn_out: &'static str,
+    pub output_norm: &'static str,
+}
+
+/// dense (hidden → embedding width), activation, LayerNorm, decoder onto the vocabulary.
+pub struct MaskedLmNames {
+    pub dense: &'static str,
+    pub norm: &'static str,
+    /// `<decoder>.weight` may be missing (tied to the word embeddings).
+    pub decoder: &'static str,
+    /// The output bias when `<decoder>.bias` is missing.
+    pub bias: &'static str,
+    /// `None`: the config's `hidden_act`.
+    pub activation: Option<Activation>,
+}
+
+/// dense on the first token's hidden state, activation, then the output projection.
+pub struct ClassifierNames {
+    pub dense: &'static str,
+    pub activation: Activation,
+    pub output: &'static str,
+}
+
+pub struct DiscriminatorNames {
+    pub dense: &'static str,
+    pub prediction: &'static str,
+}
+
+/// The first position id 0.
+pub fn from_zero(_: &EncoderConfig) -> usize {
+    0
+}
+
+/// BERT's layer names, which RoBERTa and ELECTRA share.
+pub const BERT_LAYER: LayerNames = LayerNames {
+    prefix: |i| format!("encoder.layer.{i}"),
+    query: "attention.self.query",
+    key: "attention.self.key",
+    value: "attention.self.value",
+    attention_output: "attention.output.dense",
+    attention_norm: "attention.output.LayerNorm",
+    ffn_in: "intermediate.dense",
+    ffn_out: "output.dense",
+    output_norm: "output.LayerNorm",
+};
+
+impl std::fmt::Debug for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Family").field("name", &self.name).finish()
+    }
+}

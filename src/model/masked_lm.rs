@@ -1,0 +1,65 @@
+//! The masked-LM head: dense, activation, LayerNorm, and the decoder onto the vocabulary.
+
+use candle_core::{Module, Tensor};
+use candle_nn::Linear;
+
+use super::attention::load_linear;
+use super::config::{Activation, EncoderConfig};
+use super::family::MaskedLmNames;
+use super::layer::activate;
+use super::norm::LayerNorm;
+use crate::checkpoint::WeightPath;
+use crate::error::Result;
+
+pub struct MaskedLmHead {
+    dense: Linear,
+    layer_norm: LayerNorm,
+    decoder: Linear,
+    activation: Activation,
+}
+
+impl MaskedLmHead {
+    /// Whether the checkpoint has this head at all.
+    pub fn present(vb: &WeightPath, names: &MaskedLmNames) -> bool {
+        vb.pp(names.dense).contains("weight")
+    }
+
+    /// `word_table` (`[vocab, width]`) is the decoder weight when the checkpoint ties it to
+    /// the word embeddings and so does not store it (bert-base-uncased, DistilBERT, ALBERT).
+    pub fn load(
+        vb: &WeightPath,
+        names: &MaskedLmNames,
+        config: &EncoderConfig,
+        word_table: &Tensor,
+    ) -> Result<Self> {
+        let (hidden, width, vocab) = (
+            config.hidden_size,
+            config.embedding_width(),
+            config.vocab_size,
+        );
+        let decoder = vb.pp(names.decoder);
+        let weight = if decoder.contains("weight") {
+            decoder.get("weight", &[vocab, width])?
+        } else {
+            word_table.clone()
+        };
+        // transformers adds decoder.bias when it exists; otherwise it is tied to `bias`.
+        let bias = if decoder.contains("bias") {
+            decoder.get("bias", &[vocab])?
+        } else {
+            vb.get(names.bias, &[vocab])?
+        };
+        Ok(Self {
+            dense: load_linear(&vb.pp(names.dense), hidden, width)?,
+            layer_norm: LayerNorm::load(&vb.pp(names.norm), width, config.layer_norm_eps)?,
+            decoder: Linear::new(weight, Some(bias)),
+            activation: names.activation.unwrap_or(config.hidden_act),
+        })
+    }
+
+    /// `hidden`: `[b, hidden]` → logits `[b, vocab]`.
+    pub fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
+        let x = activate(self.activation, &self.dense.forward(hidden)?)?;
+        Ok(self.decoder.forward(&self.layer_norm.forward(&x)?)?)
+    }
+}
