@@ -117,9 +117,7 @@ fn explain_line(
         target: example.target.or(options.target),
         pair: example.pair.or_else(|| options.pair.clone()),
         evaluate,
-        candidates: example
-            .candidates
-            .unwrap_or_else(|| options.candidates.clone()),
+        candidates: example.candidates.or_else(|| options.candidates.clone()),
         ..options.clone()
     };
     explainer

@@ -9,7 +9,7 @@ use crate::device::device_name;
 use crate::error::{Error, Result};
 use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank, ImportanceQuery};
-use crate::model::{EncoderConfig, Model, Task};
+use crate::model::{EncoderConfig, Keep, Model, Task};
 use crate::relevance::{AttentionGraph, RelevanceOptions};
 use crate::report::{LabelProbability, Prediction, Report, Target, WordProbability};
 use crate::tokens::{Encoding, TextTokenizer};
@@ -24,8 +24,9 @@ pub struct ExplainOptions {
     pub pair: Option<String>,
     /// The text is whitespace-separated vocabulary tokens, looked up as they are.
     pub pretokenized: bool,
-    /// Words whose probability to report (masked LM); each must be one token.
-    pub candidates: Vec<String>,
+    /// Words whose probability to report (masked LM); each must be one token. `None`:
+    /// [`DEFAULT_CANDIDATES`] where the vocabulary has both, else none.
+    pub candidates: Option<Vec<String>>,
     /// How many top predictions to report (masked LM).
     pub top_k: usize,
     pub relevance: RelevanceOptions,
@@ -34,6 +35,9 @@ pub struct ExplainOptions {
     /// Also score each token's importance and correlate the maps with the scores.
     pub evaluate: Option<EvaluateOptions>,
 }
+
+/// The paper's candidates, reported unless others are asked for.
+pub const DEFAULT_CANDIDATES: [&str; 2] = ["his", "her"];
 
 /// What `--evaluate` scores.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -52,7 +56,7 @@ impl Default for ExplainOptions {
             target: None,
             pair: None,
             pretokenized: false,
-            candidates: vec!["his".into(), "her".into()],
+            candidates: None,
             top_k: 5,
             relevance: RelevanceOptions::default(),
             all_positions: false,
@@ -109,14 +113,23 @@ impl Explainer {
         let task = self.task();
         let target = self.target(&encoding, task, options.target)?;
         let candidates = match task {
-            Task::MaskedLm => self.candidate_ids(&options.candidates)?,
+            Task::MaskedLm => match &options.candidates {
+                Some(words) => self.candidate_ids(words)?,
+                // The paper's pair, where this vocabulary has both words (a chemistry or
+                // protein model does not).
+                None => self
+                    .candidate_ids(&DEFAULT_CANDIDATES.map(String::from))
+                    .unwrap_or_default(),
+            },
             _ => Vec::new(),
         };
         let device = &self.device;
         let input = Tensor::new(encoding.ids.as_slice(), device)?.unsqueeze(0)?;
         let types = Tensor::new(encoding.type_ids.as_slice(), device)?.unsqueeze(0)?;
-        let output = self.model.forward(&input, Some(&types), target)?;
-        let stack = AttentionStack::from_tensors(&output.attentions)?;
+        let output = self
+            .model
+            .forward(&input, Some(&types), target, Keep::default())?;
+        let stack = AttentionStack::from_tensors(&output.attentions())?;
         let probs = match &output.logits {
             Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),
             None => None,
@@ -179,7 +192,10 @@ impl Explainer {
     /// The explained position: the given one; a classifier's first token; else the mask.
     fn target(&self, encoding: &Encoding, task: Task, given: Option<usize>) -> Result<usize> {
         let mask = self.tokenizer.mask_id();
-        let found = resolve_target(&encoding.tokens, given, |i| Some(encoding.ids[i]) == mask)?;
+        // A classifier decides from the whole text: a mask token in it is just a token.
+        let is_mask =
+            |i: usize| task != Task::SequenceClassification && Some(encoding.ids[i]) == mask;
+        let found = resolve_target(&encoding.tokens, given, is_mask)?;
         match (found, task) {
             (Some(target), _) => Ok(target),
             (None, Task::SequenceClassification) => Ok(0),

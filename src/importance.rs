@@ -5,7 +5,7 @@ use candle_core::{DType, Tensor, Var, D};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::Model;
+use crate::model::{Keep, Model};
 
 /// The token that blank-out puts in place of each input token in turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -20,7 +20,7 @@ impl Blank {
     /// How the blank token may be spelled, BERT's way first.
     pub fn tokens(self) -> [&'static str; 2] {
         match self {
-            Blank::Unk => ["[UNK]", "<unk>"],
+            Blank::Unk => crate::tokens::UNKNOWN,
             Blank::Mask => ["[MASK]", "<mask>"],
         }
     }
@@ -111,7 +111,7 @@ fn probability(
         .broadcast_as(words.dims()[..2].to_vec())?
         .contiguous()?;
     let logits = model
-        .forward_words(words, Some(&types), target)?
+        .forward_words(words, Some(&types), target, Keep::default())?
         .logits
         .ok_or(Error::NeedsMlmHead {
             what: "importance scores",

@@ -95,8 +95,9 @@ struct Args {
     target: Option<usize>,
 
     /// Comma-separated words whose probability to report.
-    #[arg(long, default_value = "his,her", value_delimiter = ',')]
-    candidates: Vec<String>,
+    /// [default: his,her, when the vocabulary has both]
+    #[arg(long, value_delimiter = ',')]
+    candidates: Option<Vec<String>>,
 
     /// How many top predictions to report.
     #[arg(long, default_value_t = 5)]

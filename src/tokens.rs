@@ -16,6 +16,8 @@ use crate::input::{read_capped, TOKENIZER_LIMIT};
 const SPECIAL: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 /// How mask tokens are spelled: BERT's and the SentencePiece/BPE families'.
 const MASKS: [&str; 2] = ["[MASK]", "<mask>"];
+/// The unknown token, as BERT-like and RoBERTa-like vocabularies spell it.
+pub const UNKNOWN: [&str; 2] = ["[UNK]", "<unk>"];
 
 /// A text encoded exactly as given, with the tokenizer's special tokens around it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +149,11 @@ impl TextTokenizer {
                 .encode(*form, false)
                 .map_err(|e| Error::Encode(e.to_string()))?;
             match encoding.get_ids() {
+                [_] if UNKNOWN.contains(&encoding.get_tokens()[0].as_str())
+                    && !UNKNOWN.contains(&word) =>
+                {
+                    pieces.push(format!("{:?}, the unknown token", encoding.get_tokens()))
+                }
                 [id] => return Ok(*id),
                 _ => pieces.push(format!("{:?}", encoding.get_tokens())),
             }

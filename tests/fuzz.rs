@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use bert_explain::attention::read_attention_file;
 use bert_explain::batch::{examples, Example};
+use bert_explain::checkpoint::Weights;
 use bert_explain::{ExplainOptions, Explainer, ModelSource};
 use candle_core::Device;
 use proptest::prelude::*;
@@ -134,6 +135,28 @@ proptest! {
         data in prop::collection::vec(any::<u8>(), 0..600),
     ) {
         read_attention("a.safetensors", &safetensors_bytes(dtype, &shape, offsets, &data));
+    }
+
+    /// pytorch_model.bin in torch's legacy and zip formats, with bytes changed or cut.
+    #[test]
+    fn torch_checkpoint_mutations(
+        file in prop_oneof![
+            Just("tests/fixtures/torch-legacy/state.bin"),
+            Just("models/tiny-bert-legacy/pytorch_model.bin"),
+        ],
+        changes in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut bytes = std::fs::read(common::repo().join(file)).unwrap();
+        for (at, value) in changes {
+            let at = at.index(bytes.len());
+            bytes[at] = value;
+        }
+        let end = cut.index(bytes.len() * 2).min(bytes.len());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pytorch_model.bin");
+        std::fs::write(&path, &bytes[..end]).unwrap();
+        let _ = Weights::load(&path, &Device::Cpu, "");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! config.json, the tokenizer, and the weights.
 
 mod hub;
+mod pickle;
+mod torch_file;
 mod weights;
 
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 
+use super::torch_file;
 use crate::error::{Error, Result};
 use crate::input::open_regular;
 
@@ -36,7 +37,10 @@ impl Weights {
                 .into_iter()
                 .collect()
         } else {
-            candle_core::pickle::read_all(path).map_err(unreadable)?
+            torch_file::read_all(path).map_err(|message| Error::Weights {
+                path: path.to_path_buf(),
+                message,
+            })?
         };
         let tensors = raw
             .into_iter()

@@ -6,6 +6,7 @@ use candle_nn::Linear;
 use super::config::EncoderConfig;
 use super::family::LayerNames;
 use super::norm::LayerNorm;
+use super::{Keep, LayerInternals};
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
@@ -27,6 +28,8 @@ pub struct AttentionOutput {
     pub hidden: Tensor,
     /// `[b, heads, n, n]`: row i is the softmax over the positions that i attends to.
     pub probs: Tensor,
+    /// With `keep.internals`: what SPEC §8's methods read (the layer input is the caller's).
+    pub internals: Option<LayerInternals>,
 }
 
 impl Attention {
@@ -50,7 +53,7 @@ impl Attention {
     }
 
     /// `x`: `[b, n, hidden]`. No padding mask: every sequence fills all n positions.
-    pub fn forward(&self, x: &Tensor) -> Result<AttentionOutput> {
+    pub fn forward(&self, x: &Tensor, keep: Keep) -> Result<AttentionOutput> {
         let (batch, n, hidden) = x.dims3()?;
         let split = |t: Tensor| -> Result<Tensor> {
             Ok(t.reshape((batch, n, self.heads, self.head_size))?
@@ -68,9 +71,37 @@ impl Attention {
             .transpose(1, 2)?
             .reshape((batch, n, hidden))?;
         let projected = self.output.forward(&context)?;
-        let hidden = self.layer_norm.forward(&(projected + x)?)?;
-        Ok(AttentionOutput { hidden, probs })
+        let summed = (projected + x)?;
+        let hidden = self.layer_norm.forward(&summed)?;
+        let internals = match keep.internals {
+            true => Some(LayerInternals {
+                input: x.clone(),
+                head_values: head_values(&v, self.output.weight())?,
+                norm_weight: Some(self.layer_norm.weight().clone()),
+                norm_scale: Some(self.layer_norm.scale(&summed)?),
+            }),
+            false => None,
+        };
+        Ok(AttentionOutput {
+            hidden,
+            probs,
+            internals,
+        })
     }
+}
+
+/// Each head's value vectors through its slice of the output projection:
+/// `v`: `[b, heads, n, head_size]`, `w_o`: `[hidden, heads·head_size]` (a `Linear`'s
+/// `[out, in]`) → `[b, heads, n, hidden]`, f^h(x_j) = v^h_j (W_O^h)ᵀ without the bias.
+pub fn head_values(v: &Tensor, w_o: &Tensor) -> Result<Tensor> {
+    let (_, heads, _, head_size) = v.dims4()?;
+    let hidden = w_o.dim(0)?;
+    // [hidden, heads, head_size] → [heads, head_size, hidden]
+    let slices = w_o
+        .reshape((hidden, heads, head_size))?
+        .permute((1, 2, 0))?
+        .contiguous()?;
+    Ok(v.contiguous()?.broadcast_matmul(&slices.unsqueeze(0)?)?)
 }
 
 /// A `Linear` from `dense.weight` `[out, in]` and `dense.bias` `[out]`.
@@ -79,4 +110,84 @@ pub fn load_linear(vb: &WeightPath, input: usize, output: usize) -> Result<Linea
         vb.get("weight", &[output, input])?,
         Some(vb.get("bias", &[output])?),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+
+    /// The internals decompose the block exactly as SPEC §8 writes it:
+    /// z_i = Σ_j Σ_h A^h_ij f^h(x_j) + b_O + x_i, and the block's output is
+    /// γ ⊙ (z_i − mean(z_i)) / σ_i + β.
+    #[test]
+    fn internals_rebuild_the_block_output() {
+        let device = Device::Cpu;
+        let (hidden, heads, n) = (8, 2, 5);
+        let random = |shape: &[usize], seed: f64| -> Tensor {
+            let count: usize = shape.iter().product();
+            let values: Vec<f32> = (0..count)
+                .map(|i| ((i as f64 * 0.7 + seed).sin() * 0.9) as f32)
+                .collect();
+            Tensor::from_vec(values, shape, &device).unwrap()
+        };
+        let linear = |seed: f64| {
+            Linear::new(
+                random(&[hidden, hidden], seed),
+                Some(random(&[hidden], seed + 0.5)),
+            )
+        };
+        let beta = random(&[hidden], 9.0);
+        let attention = Attention {
+            query: linear(1.0),
+            key: linear(2.0),
+            value: linear(3.0),
+            output: linear(4.0),
+            layer_norm: LayerNorm::new(random(&[hidden], 5.0), beta.clone(), 1e-12),
+            heads,
+            head_size: hidden / heads,
+        };
+        let x = random(&[1, n, hidden], 6.0);
+        let out = attention.forward(&x, Keep { internals: true }).unwrap();
+        let internals = out.internals.unwrap();
+        assert_eq!(internals.head_values.dims(), &[1, heads, n, hidden]);
+        // Σ_h Σ_j A^h_ij f^h(x_j): [1, heads, n, n] @ [1, heads, n, hidden], summed over heads.
+        let mixed = out
+            .probs
+            .matmul(&internals.head_values)
+            .unwrap()
+            .sum(1)
+            .unwrap();
+        let b_o = attention.output.bias().unwrap();
+        let z = mixed.broadcast_add(b_o).unwrap().add(&x).unwrap();
+        let centred = z
+            .broadcast_sub(&z.mean_keepdim(D::Minus1).unwrap())
+            .unwrap();
+        let sigma = internals.norm_scale.unwrap().unsqueeze(D::Minus1).unwrap();
+        let rebuilt = centred
+            .broadcast_div(&sigma)
+            .unwrap()
+            .broadcast_mul(&internals.norm_weight.unwrap())
+            .unwrap()
+            .broadcast_add(&beta)
+            .unwrap();
+        let difference = (rebuilt - &out.hidden)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_dtype(DType::F64)
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap();
+        assert!(difference < 1e-5, "{difference}");
+        assert!(attention
+            .forward(&x, Keep::default())
+            .unwrap()
+            .internals
+            .is_none());
+    }
 }

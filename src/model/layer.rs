@@ -7,6 +7,7 @@ use super::attention::{load_linear, Attention};
 use super::config::{Activation, EncoderConfig};
 use super::family::LayerNames;
 use super::norm::LayerNorm;
+use super::{Keep, LayerTrace};
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
@@ -32,16 +33,20 @@ impl Layer {
         })
     }
 
-    /// `x`: `[b, n, hidden]` → (`[b, n, hidden]`, attention probabilities `[b, heads, n, n]`).
-    pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {
-        let attended = self.attention.forward(x)?;
+    /// `x`: `[b, n, hidden]` → (`[b, n, hidden]`, what the layer exposes).
+    pub fn forward(&self, x: &Tensor, keep: Keep) -> Result<(Tensor, LayerTrace)> {
+        let attended = self.attention.forward(x, keep)?;
         let inner = activate(
             self.activation,
             &self.intermediate.forward(&attended.hidden)?,
         )?;
         let out = self.output.forward(&inner)?;
         let hidden = self.layer_norm.forward(&(out + &attended.hidden)?)?;
-        Ok((hidden, attended.probs))
+        let trace = LayerTrace {
+            probs: attended.probs,
+            internals: attended.internals,
+        };
+        Ok((hidden, trace))
     }
 }
 

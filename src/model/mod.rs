@@ -63,13 +63,50 @@ pub struct Model {
     head: Option<Head>,
 }
 
+/// What a forward pass keeps besides the attention probabilities, each part computed only
+/// when asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// Each layer's [`LayerInternals`].
+    pub internals: bool,
+}
+
+/// What one layer exposes.
+pub struct LayerTrace {
+    /// `[b, heads, n, n]`: row i is the softmax over the positions that i attends to.
+    pub probs: Tensor,
+    /// With [`Keep::internals`].
+    pub internals: Option<LayerInternals>,
+}
+
+/// What SPEC §8's mixing matrices read from a layer, beyond attention.
+pub struct LayerInternals {
+    /// `[b, n, hidden]`: X, the input of the attention block.
+    pub input: Tensor,
+    /// `[b, heads, n, hidden]`: f^h(x_j) = (x_j W_V^h + b_V^h) W_O^h, each head's value
+    /// vectors through its slice of the output projection (no output bias).
+    pub head_values: Tensor,
+    /// `[hidden]`: γ of the norm after the attention block (post-norm layers; `None` for
+    /// pre-norm ones, whose norm comes before attention).
+    pub norm_weight: Option<Tensor>,
+    /// `[b, n]`: σ_i = sqrt(var(z_i) + eps), the scale that norm computed for position i.
+    pub norm_scale: Option<Tensor>,
+}
+
 /// What one forward pass over a batch of b sequences yields.
 pub struct ModelOutput {
     /// `[b, classes]`: the head's logits at the explained position (vocabulary words or
     /// labels); `None` without a head.
     pub logits: Option<Tensor>,
-    /// One `[b, heads, n, n]` tensor per layer, first layer first.
-    pub attentions: Vec<Tensor>,
+    /// One trace per layer, first layer first.
+    pub layers: Vec<LayerTrace>,
+}
+
+impl ModelOutput {
+    /// One `[b, heads, n, n]` tensor per layer.
+    pub fn attentions(&self) -> Vec<Tensor> {
+        self.layers.iter().map(|l| l.probs.clone()).collect()
+    }
 }
 
 impl Model {
@@ -163,14 +200,16 @@ impl Model {
     }
 
     /// `input_ids`: `[b, n]` u32, each sequence filling all n positions (no padding);
-    /// `types`: `[b, n]` u32 token types (`None`: all 0); `at` < n is where the head looks.
+    /// `types`: `[b, n]` u32 token types (`None`: all 0); `at` < n is where a masked-LM or
+    /// discriminator head looks (a classifier always reads the first token).
     pub fn forward(
         &self,
         input_ids: &Tensor,
         types: Option<&Tensor>,
         at: usize,
+        keep: Keep,
     ) -> Result<ModelOutput> {
-        self.forward_words(&self.embed_words(input_ids)?, types, at)
+        self.forward_words(&self.embed_words(input_ids)?, types, at, keep)
     }
 
     /// The same from word embeddings `[b, n, width]`, so that gradients can reach them.
@@ -179,21 +218,22 @@ impl Model {
         words: &Tensor,
         types: Option<&Tensor>,
         at: usize,
+        keep: Keep,
     ) -> Result<ModelOutput> {
         let mut hidden = self.embeddings.forward(words, types)?;
-        let mut attentions = Vec::with_capacity(self.layers.len());
+        let mut layers = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let (next, probs) = layer.forward(&hidden)?;
+            let (next, trace) = layer.forward(&hidden, keep)?;
             hidden = next;
-            attentions.push(probs);
+            layers.push(trace);
         }
         let state = || hidden.i((.., at, ..));
         let logits = match &self.head {
             Some(Head::MaskedLm(head)) => Some(head.forward(&state()?)?),
-            Some(Head::Classification(head)) => Some(head.forward(&state()?)?),
+            Some(Head::Classification(head)) => Some(head.forward(&hidden.i((.., 0, ..))?)?),
             Some(Head::Discriminator(head)) => Some(head.forward(&state()?)?),
             None => None,
         };
-        Ok(ModelOutput { logits, attentions })
+        Ok(ModelOutput { logits, layers })
     }
 }

@@ -15,11 +15,28 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     pub fn load(vb: &WeightPath, size: usize, eps: f64) -> Result<Self> {
-        Ok(Self {
-            weight: vb.get("weight", &[size])?,
-            bias: vb.get("bias", &[size])?,
+        Ok(Self::new(
+            vb.get("weight", &[size])?,
+            vb.get("bias", &[size])?,
             eps,
-        })
+        ))
+    }
+
+    pub fn new(weight: Tensor, bias: Tensor, eps: f64) -> Self {
+        Self { weight, bias, eps }
+    }
+
+    /// γ, the scale applied after normalising.
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    /// `x`: `[..., size]` → `[...]`: σ = sqrt(var(x) + eps) of each vector (the population
+    /// variance, as the norm uses).
+    pub fn scale(&self, x: &Tensor) -> Result<Tensor> {
+        let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
+        let variance = centred.sqr()?.mean(D::Minus1)?;
+        Ok((variance + self.eps)?.sqrt()?)
     }
 
     /// `x`: `[..., size]` → the same shape, each vector normalised then scaled and shifted.

