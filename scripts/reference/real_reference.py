@@ -27,6 +27,10 @@ Usage (with the reference venv's python):
   real_reference.py --jobs 2          parallel processes (one torch thread each)
   real_reference.py --model DIR --text "C C ... [MASK] ..." [--target I] [--candidates c,n]
                     [--top-k 5] [--out FILE]            one report, to stdout by default
+  real_reference.py --importance      tests/fixtures/real/importance/<name>.json for the runs in
+                    IMPORTANCE (needs the case's report): --evaluate's importance scores
+                    (importance.py's definitions, for the top word or label) and their Spearman
+                    correlations with the report's maps
   real_reference.py --check-rust BIN [--model-root DIR] [--tolerance 1e-4]
                     runs `BIN --json --pretokenized --model DIR/<model> ...` for every case and
                     compares its report with the stored fixture (every number, to the
@@ -232,6 +236,89 @@ def run_case(case, threads, out_dir):
     return case["name"], time.time() - start
 
 
+# Importance fixtures (--evaluate): one masked-LM case and one classifier case, top word/label,
+# blanking with [UNK]. Format as tests/fixtures/importance/.
+IMPORTANCE = [
+    {"name": "rxnfp-mlm-bromination", "case": "rxnfp-mlm-bromination", "word": None, "blank": "unk"},
+    {"name": "rxnfp-cls-williamson", "case": "rxnfp-cls-williamson", "word": None, "blank": "unk"},
+]
+
+
+def importance_scores(folder, text, target=None, blank="unk"):
+    """importance.py's scores for the top word (masked LM) or the top label (classifier).
+
+    gradient_norm[j] = ‖∂p/∂e_j‖₂ and gradient_x_input[j] = Σ_d (∂p/∂e_j)_d (e_j)_d with e_j the
+    word embedding of token j (inputs_embeds: before positions, token types and, for ALBERT,
+    before the embedding-size → hidden mapping); blank_out[j] = p − p(token j replaced by
+    [UNK] or [MASK]). p is the softmax probability at the target (float32).
+    """
+    import torch
+
+    folder = os.path.abspath(folder)
+    config = load_config(folder)
+    family, task = family_and_task(config)
+    vocab_list, vocab = read_vocab(folder)
+    ids = encode_pretokenized(vocab, text)
+    n = len(ids)
+    model = load_model(folder, family, task, config)
+    classifier = task == "sequence-classification"
+    if target is None:
+        target = 0 if classifier else ids.index(vocab["[MASK]"])
+    input_ids = torch.tensor([ids])
+    extra = {"token_type_ids": torch.zeros_like(input_ids), "attention_mask": torch.ones_like(input_ids)}
+
+    def probs_of(logits):
+        return torch.softmax((logits[0] if classifier else logits[0, target]).float(), dim=-1)
+
+    with torch.enable_grad():
+        words = model.get_input_embeddings()(input_ids).detach().clone().requires_grad_(True)
+        probs = probs_of(model(inputs_embeds=words, **extra).logits)
+        wid = int(torch.argmax(probs))
+        p = probs[wid]
+        p.backward()
+    grad = words.grad[0]
+    blank_id = vocab["[UNK]"] if blank == "unk" else vocab["[MASK]"]
+    drops = []
+    with torch.no_grad():
+        for j in range(n):
+            blanked = input_ids.clone()
+            blanked[0, j] = blank_id
+            drops.append(float(p.detach()) - float(probs_of(model(input_ids=blanked, **extra).logits)[wid]))
+    if classifier:
+        word = (model.config.id2label or {}).get(wid, f"LABEL_{wid}")
+    else:
+        word = vocab_list[wid]
+    return {
+        "word": word,
+        "id": wid,
+        "probability": float(p.detach()),
+        "blank_token": vocab_list[blank_id],
+        "gradient_norm": [float(v) for v in grad.norm(dim=-1)],
+        "gradient_x_input": [float(v) for v in (grad * words[0].detach()).sum(dim=-1)],
+        "blank_out": drops,
+    }
+
+
+def make_importance(cases, out_dir):
+    import importance
+
+    by_name = {c["name"]: c for c in cases}
+    os.makedirs(os.path.join(out_dir, "importance"), exist_ok=True)
+    for run in IMPORTANCE:
+        case = by_name[run["case"]]
+        if run["word"] is not None:
+            ref.fail("importance fixtures here explain the top word or label only")
+        scores = importance_scores(os.path.join(DOWNLOADED, case["model"]), case["text"], case["target"],
+                                   run["blank"])
+        with open(os.path.join(out_dir, case["name"] + ".json")) as f:
+            report = json.load(f)
+        result = {**run, "text": case["text"], "model": case["model"], "target": case["target"],
+                  "importance": scores, "evaluation": importance.evaluation(report, scores)}
+        with open(os.path.join(out_dir, "importance", run["name"] + ".json"), "w") as f:
+            f.write(json.dumps(result, indent=1) + "\n")
+        log(f"wrote importance/{run['name']}.json")
+
+
 def rust_args(case, folder):
     args = ["--json", "--pretokenized", "--model", folder]
     if case.get("target") is not None:
@@ -313,6 +400,7 @@ def main():
     ap.add_argument("--candidates", default="")
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--out")
+    ap.add_argument("--importance", action="store_true", help="write the importance fixtures")
     ap.add_argument("--check-rust", metavar="BIN", help="compare BIN's reports with the fixtures")
     ap.add_argument("--model-root", default=DOWNLOADED, help="with --check-rust: folder of the checkpoints")
     ap.add_argument("--tolerance", type=float, default=1e-4)
@@ -351,6 +439,9 @@ def main():
     for model in sorted({c["model"] for c in cases}):
         ensure_model(model)
     os.makedirs(args.out_dir, exist_ok=True)
+    if args.importance:
+        make_importance(cases, args.out_dir)
+        return
 
     start = time.time()
     if args.jobs <= 1:

@@ -7,10 +7,11 @@ use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer};
 
-use super::config::model_type;
 use crate::checkpoint::{HubRepo, ModelSource};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, TOKENIZER_LIMIT};
+use crate::model::config::model_type;
+use crate::model::family::is_causal_model_type;
 use crate::tokens::tokenizer_json;
 
 const WEIGHT_FILES: [&str; 2] = ["model.safetensors", "pytorch_model.bin"];
@@ -40,7 +41,9 @@ pub fn is_causal(source: &ModelSource) -> bool {
             HubRepo::from_env(id, revision).file("config.json").ok()
         }
     };
-    config.and_then(|path| model_type(&path)).as_deref() == Some("gpt2")
+    config
+        .and_then(|path| model_type(&path))
+        .is_some_and(|t| is_causal_model_type(&t))
 }
 
 impl CausalFiles {

@@ -3,9 +3,10 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use super::model::{Gpt2, KvCache};
+use super::{Gpt2, KvCache};
 use crate::attention::AttentionStack;
 use crate::error::{Error, Result};
+use crate::model::Keep;
 
 /// How the next token is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,8 +49,8 @@ pub fn generate(
     let mut ids = Vec::with_capacity(count);
     loop {
         let input = Tensor::new(feed.as_slice(), device)?.unsqueeze(0)?;
-        let step = model.forward(&input, &mut cache)?;
-        steps.push(step.attentions);
+        let step = model.forward(&input, &mut cache, Keep::default())?;
+        steps.push(step.attentions());
         let logits: Vec<f32> = step.logits.to_dtype(DType::F32)?.to_vec1()?;
         if logits.iter().any(|l| !l.is_finite()) {
             return Err(Error::NotFinite {

@@ -9,22 +9,19 @@
 //!
 //! The receptive-field correction is [`relevance::correct_rollout`].
 
-mod config;
 mod figure;
 mod files;
 mod generate;
-mod model;
 pub mod relevance;
 mod render;
 pub mod report;
 
 use candle_core::Device;
 
-pub use config::Gpt2Config;
+pub use crate::model::families::gpt2::{Gpt2, Gpt2Config, KvCache, StepOutput};
 pub use figure::{causal_figure, causal_html};
 pub use files::{is_causal, CausalFiles, CausalTokenizer};
 pub use generate::{argmax, generate, sample, Decoding, Generation};
-pub use model::{Gpt2, KvCache, StepOutput};
 pub use relevance::{causal_relevance, CausalMethods, CausalRelevance};
 pub use render::CausalRenderer;
 pub use report::{rank, CausalMethod, CausalReport, GenerationInfo, RankedToken, Ranking};

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::family::{family_of, Family};
+use super::family::{family_of, is_causal_model_type, Family};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 
@@ -80,6 +80,13 @@ fn one() -> usize {
     1
 }
 
+/// The `model_type` of a config.json, if it can be read and names one.
+pub fn model_type(path: &Path) -> Option<String> {
+    let text = read_text_capped(path, METADATA_LIMIT).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(value.get("model_type")?.as_str()?.to_string())
+}
+
 impl EncoderConfig {
     /// Reads and checks a config.json: a supported family with sizes that fit.
     pub fn load(path: &Path) -> Result<(&'static Family, Self)> {
@@ -93,7 +100,7 @@ impl EncoderConfig {
         // The family first: another model's config fails later with a less helpful
         // "missing field".
         let model_type = value.get("model_type").and_then(|v| v.as_str());
-        if model_type == Some("gpt2") {
+        if model_type.is_some_and(is_causal_model_type) {
             return Err(Error::CausalModelInBertMode {
                 path: path.to_path_buf(),
             });

@@ -4,7 +4,7 @@
 //! is one file in `families/` and one line in [`FAMILIES`].
 
 use super::config::{Activation, EncoderConfig};
-use super::families::{albert, bert, distilbert, electra, roberta};
+use super::families::{albert, bert, distilbert, electra, gpt2, roberta};
 
 /// The supported encoder families.
 const FAMILIES: [&Family; 5] = [
@@ -22,14 +22,15 @@ pub fn family_of(model_type: &str) -> Option<&'static Family> {
         .find(|f| f.model_types.contains(&model_type))
 }
 
+/// Whether `model_type` names a causal family (explained in causal mode).
+pub fn is_causal_model_type(model_type: &str) -> bool {
+    gpt2::MODEL_TYPES.contains(&model_type)
+}
+
 /// Every supported `model_type`, for messages.
 pub fn supported_model_types() -> String {
-    let mut names: Vec<&str> = FAMILIES
-        .iter()
-        .flat_map(|f| f.model_types)
-        .copied()
-        .collect();
-    names.push("gpt2");
+    let encoders = FAMILIES.iter().flat_map(|f| f.model_types);
+    let names: Vec<&str> = encoders.chain(&gpt2::MODEL_TYPES).copied().collect();
     names.join(", ")
 }
 

@@ -3,7 +3,7 @@
 //! (BERT, RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA, told apart by [`Family`]: their
 //! tensor names) and the task head config.json asks for.
 
-mod attention;
+pub(crate) mod attention;
 mod classifier;
 pub mod config;
 mod embeddings;
@@ -11,7 +11,7 @@ pub mod families;
 pub mod family;
 mod layer;
 mod masked_lm;
-mod norm;
+pub(crate) mod norm;
 
 use candle_core::{IndexOp, Tensor};
 

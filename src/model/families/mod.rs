@@ -1,7 +1,9 @@
-//! One file per encoder family: its tensor names and config defaults.
+//! One file per family: an encoder family's tensor names and config defaults, or (GPT-2)
+//! a whole causal model.
 
 pub mod albert;
 pub mod bert;
 pub mod distilbert;
 pub mod electra;
+pub mod gpt2;
 pub mod roberta;

@@ -1,14 +1,117 @@
-//! GPT2LMHeadModel's forward pass with a key/value cache, keeping every layer's causal
-//! attention probabilities (pre-LayerNorm blocks; Radford et al. 2019).
+//! GPT-2 (Radford et al. 2019), the causal family: GPT2LMHeadModel's forward pass with a
+//! key/value cache, pre-LayerNorm blocks, every layer's causal attention kept. Its names
+//! (`h.<i>.attn.c_attn`, transformers' `Conv1D` stored `[in, out]`) and its
+//! layout differ from the encoders' too much to share their blocks; its layers expose the
+//! same [`LayerTrace`].
+
+use std::path::Path;
 
 use candle_core::{IndexOp, Module, Tensor, D};
-use candle_nn::{Embedding, LayerNorm, Linear};
+use candle_nn::{Embedding, Linear};
+use serde::Deserialize;
 
-use super::config::Gpt2Config;
 use crate::checkpoint::{WeightPath, Weights};
-use crate::error::Result;
-use crate::model::activate;
-use crate::model::Activation;
+use crate::error::{Error, Result};
+use crate::input::{read_text_capped, METADATA_LIMIT};
+use crate::model::attention::head_values;
+use crate::model::norm::LayerNorm;
+use crate::model::{activate, Activation, Keep, LayerInternals, LayerTrace};
+
+/// The `model_type`s of this family.
+pub const MODEL_TYPES: [&str; 1] = ["gpt2"];
+
+/// The parts of a GPT-2 config.json that the forward pass and generation need.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Gpt2Config {
+    pub vocab_size: usize,
+    /// The context: prompt plus generated tokens must fit.
+    pub n_positions: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    /// The feed-forward width; `null` means 4 · n_embd.
+    #[serde(default)]
+    pub n_inner: Option<usize>,
+    #[serde(default = "default_activation")]
+    pub activation_function: Activation,
+    #[serde(default = "default_layer_norm_epsilon")]
+    pub layer_norm_epsilon: f64,
+    #[serde(default = "default_true")]
+    pub scale_attn_weights: bool,
+    #[serde(default)]
+    pub scale_attn_by_inverse_layer_idx: bool,
+    #[serde(default)]
+    pub eos_token_id: Option<u32>,
+}
+
+fn default_activation() -> Activation {
+    Activation::GeluTanh
+}
+
+fn default_layer_norm_epsilon() -> f64 {
+    1e-5
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Gpt2Config {
+    /// Reads and checks a config.json: model_type "gpt2" and sizes that fit.
+    pub fn load(path: &Path) -> Result<Self> {
+        let bad = |message: String| Error::CausalConfig {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| bad(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let found = value
+            .get("model_type")
+            .and_then(|v| v.as_str())
+            .unwrap_or("");
+        if !MODEL_TYPES.contains(&found) {
+            return Err(Error::NotCausal {
+                path: path.to_path_buf(),
+                found: found.to_string(),
+            });
+        }
+        let config: Self = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        if config.n_head == 0 || config.n_layer == 0 || config.n_positions == 0 {
+            return Err(bad(
+                "n_head, n_layer and n_positions must be positive".into()
+            ));
+        }
+        if !config.n_embd.is_multiple_of(config.n_head) {
+            return Err(bad(format!(
+                "n_embd {} is not a multiple of n_head {}",
+                config.n_embd, config.n_head
+            )));
+        }
+        if !(config.layer_norm_epsilon > 0.0 && config.layer_norm_epsilon.is_finite()) {
+            return Err(bad(format!(
+                "layer_norm_epsilon {} is not a positive number",
+                config.layer_norm_epsilon
+            )));
+        }
+        if config.scale_attn_by_inverse_layer_idx {
+            return Err(bad(
+                "scale_attn_by_inverse_layer_idx is not supported".into()
+            ));
+        }
+        Ok(config)
+    }
+
+    /// The width of one attention head.
+    pub fn head_size(&self) -> usize {
+        self.n_embd / self.n_head
+    }
+
+    /// The feed-forward width.
+    pub fn inner_size(&self) -> usize {
+        self.n_inner.unwrap_or(4 * self.n_embd)
+    }
+}
 
 /// A GPT-2 with its language-model head (tied to the token embeddings unless the checkpoint
 /// stores its own `lm_head.weight`).
@@ -46,9 +149,19 @@ impl KvCache {
 pub struct StepOutput {
     /// `[vocab]`: the next-token logits at the last fed position.
     pub logits: Tensor,
-    /// One `[1, heads, q, seen + q]` tensor per layer, first layer first: the attention rows
-    /// of the `q` fed positions over every position so far (zero where the mask hides).
-    pub attentions: Vec<Tensor>,
+    /// One trace per layer, first layer first. Its probabilities are `[1, heads, q, seen + q]`:
+    /// the attention rows of the `q` fed positions over every position so far (zero where
+    /// the mask hides); with `keep.internals` its head values cover all `seen + q`
+    /// positions, its input the `q` fed ones, and it has no norm after attention (GPT-2's
+    /// norms come before).
+    pub layers: Vec<LayerTrace>,
+}
+
+impl StepOutput {
+    /// One `[1, heads, q, seen + q]` tensor per layer.
+    pub fn attentions(&self) -> Vec<Tensor> {
+        self.layers.iter().map(|l| l.probs.clone()).collect()
+    }
 }
 
 impl Gpt2 {
@@ -80,7 +193,7 @@ impl Gpt2 {
     }
 
     /// `ids`: `[1, q]` u32, the positions after those in `cache`, which this call extends.
-    pub fn forward(&self, ids: &Tensor, cache: &mut KvCache) -> Result<StepOutput> {
+    pub fn forward(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput> {
         let (_, q) = ids.dims2()?;
         let seen = cache.len();
         cache.layers.resize(self.blocks.len(), None);
@@ -90,15 +203,15 @@ impl Gpt2 {
             .wte
             .forward(ids)?
             .broadcast_add(&self.wpe.forward(&positions)?)?;
-        let mut attentions = Vec::with_capacity(self.blocks.len());
+        let mut layers = Vec::with_capacity(self.blocks.len());
         for (block, kv) in self.blocks.iter().zip(cache.layers.iter_mut()) {
-            let (next, probs) = block.forward(&x, kv, seen)?;
+            let (next, trace) = block.forward(&x, kv, seen, keep)?;
             x = next;
-            attentions.push(probs);
+            layers.push(trace);
         }
         let last = self.ln_f.forward(&x.i((0, q - 1..q))?)?;
         let logits = last.matmul(&self.lm_head.t()?)?.squeeze(0)?;
-        Ok(StepOutput { logits, attentions })
+        Ok(StepOutput { logits, layers })
     }
 }
 
@@ -126,18 +239,29 @@ impl Block {
         })
     }
 
-    /// `x`: `[1, q, n_embd]` → (`[1, q, n_embd]`, probabilities `[1, heads, q, seen + q]`).
+    /// `x`: `[1, q, n_embd]` → (`[1, q, n_embd]`, the layer's trace).
     fn forward(
         &self,
         x: &Tensor,
         kv: &mut Option<(Tensor, Tensor)>,
         seen: usize,
-    ) -> Result<(Tensor, Tensor)> {
-        let (attended, probs) = self.attn.forward(&self.ln_1.forward(x)?, kv, seen)?;
+        keep: Keep,
+    ) -> Result<(Tensor, LayerTrace)> {
+        let (attended, probs, value) = self.attn.forward(&self.ln_1.forward(x)?, kv, seen)?;
+        let internals = match keep.internals {
+            true => Some(LayerInternals {
+                input: x.clone(),
+                head_values: head_values(&value, self.attn.c_proj.weight())?,
+                norm_weight: None,
+                norm_scale: None,
+            }),
+            false => None,
+        };
         let x = (x + attended)?;
         let inner = self.c_fc.forward(&self.ln_2.forward(&x)?)?;
         let inner = activate(self.activation, &inner)?;
-        Ok(((x + self.c_proj.forward(&inner)?)?, probs))
+        let trace = LayerTrace { probs, internals };
+        Ok(((x + self.c_proj.forward(&inner)?)?, trace))
     }
 }
 
@@ -166,13 +290,14 @@ impl CausalSelfAttention {
         })
     }
 
-    /// `x`: `[1, q, n_embd]` (after ln_1) at positions `seen..seen + q`.
+    /// `x`: `[1, q, n_embd]` (after ln_1) at positions `seen..seen + q` → (the projected
+    /// output, the probabilities, the values `[1, heads, seen + q, head_size]`).
     fn forward(
         &self,
         x: &Tensor,
         kv: &mut Option<(Tensor, Tensor)>,
         seen: usize,
-    ) -> Result<(Tensor, Tensor)> {
+    ) -> Result<(Tensor, Tensor, Tensor)> {
         let (batch, q, e) = x.dims3()?;
         let qkv = self.c_attn.forward(x)?;
         let split = |i: usize| -> Result<Tensor> {
@@ -198,7 +323,7 @@ impl CausalSelfAttention {
             .matmul(&value)?
             .transpose(1, 2)?
             .reshape((batch, q, e))?;
-        Ok((self.c_proj.forward(&context)?, probs))
+        Ok((self.c_proj.forward(&context)?, probs, value))
     }
 }
 
@@ -233,6 +358,28 @@ fn layer_norm(vb: &WeightPath, config: &Gpt2Config) -> Result<LayerNorm> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn write(dir: &Path, text: &str) -> std::path::PathBuf {
+        let path = dir.join("config.json");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn reads_gpt2_defaults_and_rejects_bert() {
+        let dir = tempfile::tempdir().unwrap();
+        let gpt2 = r#"{"model_type": "gpt2", "vocab_size": 10, "n_positions": 8,
+            "n_embd": 8, "n_layer": 2, "n_head": 2, "n_inner": null}"#;
+        let config = Gpt2Config::load(&write(dir.path(), gpt2)).unwrap();
+        assert_eq!((config.head_size(), config.inner_size()), (4, 32));
+        assert_eq!(config.activation_function, Activation::GeluTanh);
+        assert_eq!(
+            crate::model::config::model_type(&dir.path().join("config.json")).unwrap(),
+            "gpt2"
+        );
+        let err = Gpt2Config::load(&write(dir.path(), r#"{"model_type": "bert"}"#)).unwrap_err();
+        assert!(matches!(err, Error::NotCausal { ref found, .. } if found == "bert"));
+    }
 
     #[test]
     fn mask_hides_the_future_only() {
