@@ -88,7 +88,8 @@ pub enum Prediction {
 
 impl Prediction {
     /// The prediction as titled groups of (name, probability), as renderers show it.
-    pub fn groups(&self) -> Vec<(&'static str, Vec<(&str, f64)>)> {
+    /// Figures and the terminal show at most [`SHOWN_LABELS`] labels (the JSON has all).
+    pub fn groups(&self) -> Vec<(String, Vec<(&str, f64)>)> {
         fn words(ws: &[WordProbability]) -> Vec<(&str, f64)> {
             ws.iter()
                 .map(|w| (w.word.as_str(), w.probability))
@@ -97,20 +98,27 @@ impl Prediction {
         match self {
             Prediction::Words { candidates, top } => {
                 vec![
-                    ("candidates", words(candidates)),
-                    ("top predictions", words(top)),
+                    ("candidates".into(), words(candidates)),
+                    ("top predictions".into(), words(top)),
                 ]
             }
-            Prediction::Labels { labels } => vec![(
-                "labels",
-                labels
-                    .iter()
-                    .map(|l| (l.label.as_str(), l.probability))
-                    .collect(),
-            )],
+            Prediction::Labels { labels } => {
+                let title = match labels.len() > SHOWN_LABELS {
+                    true => format!("labels (top {SHOWN_LABELS} of {})", labels.len()),
+                    false => "labels".into(),
+                };
+                let shown = labels.iter().take(SHOWN_LABELS);
+                vec![(
+                    title,
+                    shown.map(|l| (l.label.as_str(), l.probability)).collect(),
+                )]
+            }
         }
     }
 }
+
+/// How many labels (the most probable) figures and the terminal show.
+pub const SHOWN_LABELS: usize = 10;
 
 /// One label of a classifier and its probability.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

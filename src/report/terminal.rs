@@ -6,7 +6,7 @@ use std::io::Write;
 use super::colour::{is_dark, ramp, scale_max};
 use super::escape::terminal as terminal_text;
 use super::evaluation::write_evaluation;
-use super::{probability, Prediction, Renderer, Report, View};
+use super::{probability, Prediction, Renderer, Report, View, SHOWN_LABELS};
 
 const BAR_WIDTH: usize = 12;
 const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
@@ -113,13 +113,17 @@ fn write_prediction(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
             }
         }
         Prediction::Labels { labels } => {
-            for label in labels {
+            for label in labels.iter().take(SHOWN_LABELS) {
                 writeln!(
                     out,
                     "  p({}) = {}",
                     label.label,
                     probability(label.probability)
                 )?;
+            }
+            if labels.len() > SHOWN_LABELS {
+                let more = labels.len() - SHOWN_LABELS;
+                writeln!(out, "  ... {more} more labels (--json has every one)")?;
             }
         }
     }

