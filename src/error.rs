@@ -5,11 +5,23 @@ use std::path::PathBuf;
 /// Everything that can go wrong between a command line and a report.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("the tokenizer gives token type {id}, but the model's token-type table has {rows} rows; the tokenizer does not belong to this checkpoint")]
+    TokenTypeOutsideEmbeddings { id: u32, rows: usize },
+
+    #[error("--mixing {given:?} is not a method; choose from attention, norm, alti, value-zeroing, grad-attention, or all")]
+    UnknownMixing { given: String },
+
+    #[error("the {mixing} method is not defined for this model: {why}")]
+    MixingNotDefined {
+        mixing: &'static str,
+        why: &'static str,
+    },
+
     #[error("the text is empty; give a sentence with one [MASK], e.g. \"The author talked to Sara about [MASK] book\"")]
     EmptyText,
 
-    #[error("the text has no [MASK] token; put [MASK] where the word to predict goes, or choose the position to explain with --target INDEX (tokens: {tokens})")]
-    NoMask { tokens: String },
+    #[error("the text has no {mask} token; put {mask} where the word to predict goes, or choose the position to explain with --target INDEX (tokens: {tokens})")]
+    NoMask { mask: String, tokens: String },
 
     #[error("the text has {count} [MASK] tokens (at positions {positions}); keep one, or choose the position to explain with --target INDEX")]
     SeveralMasks { count: usize, positions: String },
@@ -215,6 +227,8 @@ impl Error {
                 | Error::NeedsMlmHead { .. }
                 | Error::UnknownLabel { .. }
                 | Error::OptionForOtherTask { .. }
+                | Error::UnknownMixing { .. }
+                | Error::MixingNotDefined { .. }
         )
     }
 }

@@ -9,6 +9,7 @@ use crate::device::device_name;
 use crate::error::{Error, Result};
 use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank, ImportanceQuery};
+use crate::methods::{self, Mixing, Run};
 use crate::model::{EncoderConfig, Keep, Model, Task};
 use crate::relevance::{AttentionGraph, RelevanceOptions};
 use crate::report::{LabelProbability, Prediction, Report, Target, WordProbability};
@@ -34,6 +35,9 @@ pub struct ExplainOptions {
     pub all_positions: bool,
     /// Also score each token's importance and correlate the maps with the scores.
     pub evaluate: Option<EvaluateOptions>,
+    /// SPEC §8's methods to compute besides today's maps (`None`: none, the report as
+    /// before).
+    pub mixing: Option<Vec<Mixing>>,
 }
 
 /// The paper's candidates, reported unless others are asked for.
@@ -61,6 +65,7 @@ impl Default for ExplainOptions {
             relevance: RelevanceOptions::default(),
             all_positions: false,
             evaluate: None,
+            mixing: None,
         }
     }
 }
@@ -137,6 +142,23 @@ impl Explainer {
         let prediction = probs
             .as_ref()
             .map(|p| self.predict(p, &candidates, options.top_k));
+        let methods = match &options.mixing {
+            Some(mixings) => {
+                let score = match &probs {
+                    Some(p) => Some(self.explained(options.evaluate.as_ref(), p)?.1),
+                    None => None,
+                };
+                let run = Run {
+                    model: &self.model,
+                    ids: &input,
+                    types: &types,
+                    target,
+                    score,
+                };
+                Some(methods::compute(&run, mixings, options.relevance)?)
+            }
+            None => None,
+        };
         let importance = match (&options.evaluate, &probs) {
             (None, _) => None,
             (Some(_), None) => {
@@ -164,19 +186,29 @@ impl Explainer {
             .as_ref()
             .map(|scores| Evaluation::compute(&report.relevance, scores));
         report.importance = importance;
+        report.methods = methods;
         Ok(report)
     }
 
     /// The text (and pair) as tokens, checked against the model's positions and vocabulary.
     fn encode(&self, text: &str, options: &ExplainOptions) -> Result<Encoding> {
         let pair = options.pair.as_deref();
-        let encoding = match options.pretokenized {
+        let mut encoding = match options.pretokenized {
             true => self.tokenizer.encode_pretokenized(text, pair)?,
             false => self.tokenizer.encode(text, pair)?,
         };
         let (n, max) = (encoding.ids.len(), self.model.max_tokens());
         if n > max {
             return Err(Error::TextTooLong { len: n, max });
+        }
+        // One token type (RoBERTa, XLM-R): transformers passes none and the model uses
+        // type 0 whatever a pair template says.
+        if self.config.type_vocab_size <= 1 {
+            encoding.type_ids.fill(0);
+        }
+        let types = self.config.type_vocab_size.max(1);
+        if let Some(&t) = encoding.type_ids.iter().find(|&&t| t as usize >= types) {
+            return Err(Error::TokenTypeOutsideEmbeddings { id: t, rows: types });
         }
         let rows = self.config.vocab_size;
         if let Some(i) = encoding.ids.iter().position(|&id| id as usize >= rows) {
@@ -202,7 +234,10 @@ impl Explainer {
             (None, _) => {
                 let tokens = listing(&encoding.tokens);
                 Err(match mask {
-                    Some(_) => Error::NoMask { tokens },
+                    Some(id) => Error::NoMask {
+                        mask: self.tokenizer.token(id),
+                        tokens,
+                    },
                     None => Error::NoMaskToken { tokens },
                 })
             }
@@ -261,22 +296,7 @@ impl Explainer {
         evaluate: &EvaluateOptions,
         probs: &[f32],
     ) -> Result<ImportanceQuery> {
-        let top = (0..probs.len() as u32)
-            .max_by(|&a, &b| {
-                probs[a as usize]
-                    .total_cmp(&probs[b as usize])
-                    .then(b.cmp(&a))
-            })
-            .unwrap_or(0);
-        let (word, id) = match (self.task(), &evaluate.word, &evaluate.label) {
-            (Task::MaskedLm, Some(word), _) => (word.clone(), self.tokenizer.single_piece(word)?),
-            (Task::MaskedLm, None, _) => (self.tokenizer.token(top), top),
-            (_, _, Some(label)) => {
-                let id = self.label_id(label, probs.len())?;
-                (self.label_name(id), id)
-            }
-            (_, _, None) => (self.label_name(top), top),
-        };
+        let (word, id) = self.explained(Some(evaluate), probs)?;
         let blank = evaluate.blank;
         let (blank_token, blank_id) = blank
             .tokens()
@@ -288,6 +308,33 @@ impl Explainer {
             id,
             blank_token,
             blank_id,
+        })
+    }
+
+    /// The explained class, by name and id: `--importance-word` or `--label` when given,
+    /// else the most probable one.
+    fn explained(
+        &self,
+        evaluate: Option<&EvaluateOptions>,
+        probs: &[f32],
+    ) -> Result<(String, u32)> {
+        let top = (0..probs.len() as u32)
+            .max_by(|&a, &b| {
+                probs[a as usize]
+                    .total_cmp(&probs[b as usize])
+                    .then(b.cmp(&a))
+            })
+            .unwrap_or(0);
+        let word = evaluate.and_then(|e| e.word.as_ref());
+        let label = evaluate.and_then(|e| e.label.as_ref());
+        Ok(match (self.task(), word, label) {
+            (Task::MaskedLm, Some(word), _) => (word.clone(), self.tokenizer.single_piece(word)?),
+            (Task::MaskedLm, None, _) => (self.tokenizer.token(top), top),
+            (_, _, Some(label)) => {
+                let id = self.label_id(label, probs.len())?;
+                (self.label_name(id), id)
+            }
+            (_, _, None) => (self.label_name(top), top),
         })
     }
 
@@ -412,6 +459,7 @@ fn assemble(
         all_positions,
         importance: None,
         evaluation: None,
+        methods: None,
     })
 }
 

@@ -26,6 +26,7 @@ pub mod evaluate;
 pub mod explain;
 pub mod importance;
 pub mod input;
+pub mod methods;
 pub mod model;
 pub mod relevance;
 pub mod report;

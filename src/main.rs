@@ -11,6 +11,7 @@ use bert_explain::{
     device,
     explain::{explain_attention, EvaluateOptions},
     importance::Blank,
+    methods::Mixing,
     report::{
         remove_partial_outputs_on_interrupt, terminal_text, Colour, Format, OutputFile, View,
     },
@@ -115,6 +116,12 @@ struct Args {
     /// compute_flows does (JSON: "all_positions").
     #[arg(long)]
     all_positions: bool,
+
+    /// Methods beyond attention (SPEC §8), comma-separated: attention, norm, alti,
+    /// value-zeroing, grad-attention, or all; each gets layer, rollout and flow maps
+    /// (JSON: "methods").
+    #[arg(long, value_name = "M,M..")]
+    mixing: Option<String>,
 
     /// How to fuse the heads of a layer.
     #[arg(long, value_enum, default_value_t = Fusion::Mean)]
@@ -240,6 +247,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
             residual: args.residual,
         },
         all_positions: args.all_positions,
+        mixing: args.mixing.as_deref().map(Mixing::parse_list).transpose()?,
         evaluate: args.evaluate.then(|| EvaluateOptions {
             word: args.importance_word.clone(),
             label: args.label.clone(),

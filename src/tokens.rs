@@ -32,10 +32,18 @@ pub struct Encoding {
 }
 
 impl Encoding {
-    fn from_tokenizer(encoding: &tokenizers::Encoding) -> Self {
+    /// Tokens are spelled as the vocabulary has them: the tokenizers library keeps the
+    /// space that a token such as RoBERTa's `<mask>` (lstrip) took from the text.
+    fn from_tokenizer(encoding: &tokenizers::Encoding, tokenizer: &Tokenizer) -> Self {
+        let tokens = encoding
+            .get_ids()
+            .iter()
+            .zip(encoding.get_tokens())
+            .map(|(&id, token)| tokenizer.id_to_token(id).unwrap_or_else(|| token.clone()))
+            .collect();
         Self {
             ids: encoding.get_ids().to_vec(),
-            tokens: encoding.get_tokens().to_vec(),
+            tokens,
             type_ids: encoding.get_type_ids().to_vec(),
             special: encoding
                 .get_special_tokens_mask()
@@ -104,7 +112,7 @@ impl TextTokenizer {
             Some(pair) => self.inner.encode((text, pair), true),
         }
         .map_err(|e| Error::Encode(e.to_string()))?;
-        Ok(Encoding::from_tokenizer(&encoding))
+        Ok(Encoding::from_tokenizer(&encoding, &self.inner))
     }
 
     /// `--pretokenized`: `text` is whitespace-separated tokens, each looked up in the
@@ -129,7 +137,7 @@ impl TextTokenizer {
             .inner
             .post_process(first, second, true)
             .map_err(|e| Error::Encode(e.to_string()))?;
-        Ok(Encoding::from_tokenizer(&encoding))
+        Ok(Encoding::from_tokenizer(&encoding, &self.inner))
     }
 
     /// The id of `word` when it is one token; otherwise an error naming its pieces. For

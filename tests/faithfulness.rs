@@ -15,6 +15,11 @@ struct ImportanceFixture {
     text: String,
     target: Option<usize>,
     word: Option<String>,
+    /// Classifiers (tests/fixtures/families/importance): the label explained.
+    #[serde(default)]
+    label: Option<String>,
+    #[serde(default)]
+    pair: Option<String>,
     blank: String,
     importance: bert_explain::importance::Importance,
     evaluation: bert_explain::evaluate::Evaluation,
@@ -30,6 +35,12 @@ fn evaluate(fixture: &ImportanceFixture) -> bert_explain::Report {
         .arg(Path::new("models").join(&fixture.model));
     if let Some(word) = &fixture.word {
         cmd.args(["--importance-word", word]);
+    }
+    if let Some(label) = &fixture.label {
+        cmd.args(["--label", label]);
+    }
+    if let Some(pair) = &fixture.pair {
+        cmd.args(["--pair", pair]);
     }
     if let Some(target) = fixture.target {
         cmd.args(["--target", &target.to_string()]);
@@ -56,9 +67,24 @@ fn assert_close(name: &str, what: &str, got: &[f64], want: &[f64], tolerance: f6
 
 #[test]
 fn importance_and_correlations_match_the_reference() {
-    let dir = repo().join("tests/fixtures/importance");
+    let checked = check_importance_fixtures("tests/fixtures/importance");
+    assert!(
+        checked >= 15,
+        "expected the twelve tiny MLM cases and three variants"
+    );
+}
+
+/// Classifiers of every family: gradients and blank-out of the chosen label's probability.
+#[test]
+fn classifier_importance_matches_the_reference() {
+    let checked = check_importance_fixtures("tests/fixtures/families/importance");
+    assert!(checked >= 5, "expected a classifier of each family");
+}
+
+/// Checks every fixture in `dir`; returns how many.
+fn check_importance_fixtures(dir: &str) -> usize {
     let mut checked = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
+    for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         let fixture: ImportanceFixture = serde_json::from_str(&text).unwrap();
         let report = evaluate(&fixture);
@@ -108,10 +134,7 @@ fn importance_and_correlations_match_the_reference() {
         }
         checked += 1;
     }
-    assert!(
-        checked >= 15,
-        "expected the twelve tiny MLM cases and three variants"
-    );
+    checked
 }
 
 #[test]

@@ -130,7 +130,7 @@ impl AttentionStack {
 
 /// f64 wherever the device has it, so that results match the reference to far below
 /// f32 rounding.
-fn compute_dtype(device: &Device) -> DType {
+pub(crate) fn compute_dtype(device: &Device) -> DType {
     if device.is_metal() {
         DType::F32
     } else {
@@ -149,7 +149,7 @@ pub fn with_residual(fused: &Tensor, alpha: f64) -> Result<Tensor> {
 }
 
 /// Divides each row (last dimension) by its sum; rows summing to zero stay zero.
-fn normalise_rows(t: &Tensor) -> Result<Tensor> {
+pub(crate) fn normalise_rows(t: &Tensor) -> Result<Tensor> {
     let sums = t.sum_keepdim(D::Minus1)?;
     // A zero row stays zero: divide it by 1 instead of 0.
     let safe = sums.eq(0.0)?.where_cond(&sums.ones_like()?, &sums)?;

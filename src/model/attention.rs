@@ -1,6 +1,6 @@
 //! Multi-head self-attention that hands back its softmax probabilities.
 
-use candle_core::{Module, Tensor, D};
+use candle_core::{Module, Tensor, Var, D};
 use candle_nn::Linear;
 
 use super::config::EncoderConfig;
@@ -28,8 +28,20 @@ pub struct AttentionOutput {
     pub hidden: Tensor,
     /// `[b, heads, n, n]`: row i is the softmax over the positions that i attends to.
     pub probs: Tensor,
-    /// With `keep.internals`: what SPEC §8's methods read (the layer input is the caller's).
+    /// With `keep.probes`: the zeros added to `probs`, whose gradient is ∂s/∂A.
+    pub probe: Option<Var>,
+    /// With `keep.internals`: what SPEC §8's methods read.
     pub internals: Option<LayerInternals>,
+}
+
+/// With `keep.probes`, adds a zero variable to `probs` so that backprop reaches them
+/// (candle keeps the gradients of variables only).
+pub fn probe(probs: Tensor, keep: Keep) -> Result<(Tensor, Option<Var>)> {
+    if !keep.probes {
+        return Ok((probs, None));
+    }
+    let zeros = Var::zeros(probs.shape(), probs.dtype(), probs.device())?;
+    Ok(((probs + zeros.as_tensor())?, Some(zeros)))
 }
 
 impl Attention {
@@ -53,7 +65,13 @@ impl Attention {
     }
 
     /// `x`: `[b, n, hidden]`. No padding mask: every sequence fills all n positions.
-    pub fn forward(&self, x: &Tensor, keep: Keep) -> Result<AttentionOutput> {
+    /// `value_mask`: `[b, n]`, multiplies each position's value vector (value zeroing).
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        keep: Keep,
+        value_mask: Option<&Tensor>,
+    ) -> Result<AttentionOutput> {
         let (batch, n, hidden) = x.dims3()?;
         let split = |t: Tensor| -> Result<Tensor> {
             Ok(t.reshape((batch, n, self.heads, self.head_size))?
@@ -62,10 +80,14 @@ impl Attention {
         };
         let q = split(self.query.forward(x)?)?;
         let k = split(self.key.forward(x)?)?;
-        let v = split(self.value.forward(x)?)?;
+        let v = match value_mask {
+            Some(mask) => self.value.forward(x)?.broadcast_mul(&mask.unsqueeze(2)?)?,
+            None => self.value.forward(x)?,
+        };
+        let v = split(v)?;
         let scale = 1.0 / (self.head_size as f64).sqrt();
         let scores = (q.matmul(&k.t()?)? * scale)?;
-        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        let (probs, probe) = probe(candle_nn::ops::softmax(&scores, D::Minus1)?, keep)?;
         let context = probs
             .matmul(&v)?
             .transpose(1, 2)?
@@ -79,12 +101,14 @@ impl Attention {
                 head_values: head_values(&v, self.output.weight())?,
                 norm_weight: Some(self.layer_norm.weight().clone()),
                 norm_scale: Some(self.layer_norm.scale(&summed)?),
+                output_bias: self.output.bias().cloned(),
             }),
             false => None,
         };
         Ok(AttentionOutput {
             hidden,
             probs,
+            probe,
             internals,
         })
     }
@@ -148,7 +172,11 @@ mod tests {
             head_size: hidden / heads,
         };
         let x = random(&[1, n, hidden], 6.0);
-        let out = attention.forward(&x, Keep { internals: true }).unwrap();
+        let keep = Keep {
+            internals: true,
+            ..Keep::default()
+        };
+        let out = attention.forward(&x, keep, None).unwrap();
         let internals = out.internals.unwrap();
         assert_eq!(internals.head_values.dims(), &[1, heads, n, hidden]);
         // Σ_h Σ_j A^h_ij f^h(x_j): [1, heads, n, n] @ [1, heads, n, hidden], summed over heads.
@@ -184,10 +212,7 @@ mod tests {
             .to_scalar::<f64>()
             .unwrap();
         assert!(difference < 1e-5, "{difference}");
-        assert!(attention
-            .forward(&x, Keep::default())
-            .unwrap()
-            .internals
-            .is_none());
+        let plain = attention.forward(&x, Keep::default(), None).unwrap();
+        assert!(plain.internals.is_none() && plain.probe.is_none());
     }
 }

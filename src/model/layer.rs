@@ -34,8 +34,20 @@ impl Layer {
     }
 
     /// `x`: `[b, n, hidden]` → (`[b, n, hidden]`, what the layer exposes).
-    pub fn forward(&self, x: &Tensor, keep: Keep) -> Result<(Tensor, LayerTrace)> {
-        let attended = self.attention.forward(x, keep)?;
+    /// How many times wider the feed-forward block is than the hidden states (rounded up).
+    pub fn intermediate_factor(&self) -> usize {
+        let (inner, hidden) = self.intermediate.weight().dims2().unwrap_or((1, 1));
+        inner.div_ceil(hidden.max(1))
+    }
+
+    /// `value_mask`: `[b, n]`, multiplies each position's value vector (value zeroing).
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        keep: Keep,
+        value_mask: Option<&Tensor>,
+    ) -> Result<(Tensor, LayerTrace)> {
+        let attended = self.attention.forward(x, keep, value_mask)?;
         let inner = activate(
             self.activation,
             &self.intermediate.forward(&attended.hidden)?,
@@ -44,6 +56,7 @@ impl Layer {
         let hidden = self.layer_norm.forward(&(out + &attended.hidden)?)?;
         let trace = LayerTrace {
             probs: attended.probs,
+            probe: attended.probe,
             internals: attended.internals,
         };
         Ok((hidden, trace))

@@ -69,12 +69,16 @@ pub struct Model {
 pub struct Keep {
     /// Each layer's [`LayerInternals`].
     pub internals: bool,
+    /// Each layer's [`LayerTrace::probe`], for gradients with respect to attention.
+    pub probes: bool,
 }
 
 /// What one layer exposes.
 pub struct LayerTrace {
     /// `[b, heads, n, n]`: row i is the softmax over the positions that i attends to.
     pub probs: Tensor,
+    /// With [`Keep::probes`]: zeros added to `probs`; their gradient is ∂s/∂A.
+    pub probe: Option<candle_core::Var>,
     /// With [`Keep::internals`].
     pub internals: Option<LayerInternals>,
 }
@@ -91,6 +95,8 @@ pub struct LayerInternals {
     pub norm_weight: Option<Tensor>,
     /// `[b, n]`: σ_i = sqrt(var(z_i) + eps), the scale that norm computed for position i.
     pub norm_scale: Option<Tensor>,
+    /// `[hidden]`: b_O, the output projection's bias.
+    pub output_bias: Option<Tensor>,
 }
 
 /// What one forward pass over a batch of b sequences yields.
@@ -188,6 +194,24 @@ impl Model {
         self.embeddings.max_tokens()
     }
 
+    /// Layer `layer` (0-based) alone on its input `x` (`[b, n, hidden]`), each position's
+    /// value vectors multiplied by `value_mask` (`[b, n]`) → its output `[b, n, hidden]`.
+    pub fn run_layer(
+        &self,
+        layer: usize,
+        x: &Tensor,
+        value_mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        Ok(self.layers[layer]
+            .forward(x, Keep::default(), value_mask)?
+            .0)
+    }
+
+    /// How many times wider the feed-forward block is than the hidden states.
+    pub fn intermediate_factor(&self) -> usize {
+        self.layers.first().map_or(1, Layer::intermediate_factor)
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> &candle_core::Device {
         self.embeddings.word_table().device()
@@ -223,7 +247,7 @@ impl Model {
         let mut hidden = self.embeddings.forward(words, types)?;
         let mut layers = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let (next, trace) = layer.forward(&hidden, keep)?;
+            let (next, trace) = layer.forward(&hidden, keep, None)?;
             hidden = next;
             layers.push(trace);
         }

@@ -30,6 +30,7 @@ pub use view::{is_special, View};
 
 use crate::evaluate::Evaluation;
 use crate::importance::Importance;
+use crate::methods::Methods;
 use crate::relevance::{AllPositions, Relevance};
 
 /// Everything bert-explain found for one sentence; serialises to the JSON report.
@@ -63,6 +64,9 @@ pub struct Report {
     /// With `--evaluate`: Spearman correlations of each map with each score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluation: Option<Evaluation>,
+    /// With `--mixing`: each method's layer, rollout and flow maps (SPEC §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub methods: Option<Methods>,
 }
 
 /// The position being explained.

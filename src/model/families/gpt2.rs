@@ -254,13 +254,18 @@ impl Block {
                 head_values: head_values(&value, self.attn.c_proj.weight())?,
                 norm_weight: None,
                 norm_scale: None,
+                output_bias: self.attn.c_proj.bias().cloned(),
             }),
             false => None,
         };
         let x = (x + attended)?;
         let inner = self.c_fc.forward(&self.ln_2.forward(&x)?)?;
         let inner = activate(self.activation, &inner)?;
-        let trace = LayerTrace { probs, internals };
+        let trace = LayerTrace {
+            probs,
+            probe: None,
+            internals,
+        };
         Ok(((x + self.c_proj.forward(&inner)?)?, trace))
     }
 }

@@ -1,0 +1,228 @@
+//! Mixing matrices × aggregations (SPEC §8): every method turns what the layers kept into
+//! one matrix `M_l` per layer (row i: the layer's output at i, column j: its input at j);
+//! [`aggregate`] then gives its `layer`, `rollout` and `flow` maps like attention's.
+//!
+//! - `attention`: heads fused (Abnar & Zuidema 2020), today's maps;
+//! - `norm`: ‖Σ_h A^h_ij f^h(x_j)‖ (Kobayashi et al. 2020), [`norm`];
+//! - `alti`: each input's share of the attention block's normalised output (Ferrando et al.
+//!   2022), [`alti`];
+//! - `value-zeroing`: how much the layer's output moves when an input's values are zeroed
+//!   (Mohebbi et al. 2023), [`value_zeroing`];
+//! - `grad-attention`: attention weighted by the gradient of the explained logit (Chefer et
+//!   al. 2021), [`grad_attention`].
+
+mod aggregate;
+mod alti;
+mod grad_attention;
+mod norm;
+mod value_zeroing;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use candle_core::{DType, Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+pub use aggregate::aggregate;
+
+use crate::attention::{compute_dtype, AttentionStack};
+use crate::error::{Error, Result};
+use crate::model::{Keep, Model, ModelOutput};
+use crate::relevance::RelevanceOptions;
+
+/// One mixing matrix of SPEC §8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mixing {
+    Attention,
+    Norm,
+    Alti,
+    ValueZeroing,
+    GradAttention,
+}
+
+impl Mixing {
+    pub const ALL: [Mixing; 5] = [
+        Mixing::Attention,
+        Mixing::Norm,
+        Mixing::Alti,
+        Mixing::ValueZeroing,
+        Mixing::GradAttention,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mixing::Attention => "attention",
+            Mixing::Norm => "norm",
+            Mixing::Alti => "alti",
+            Mixing::ValueZeroing => "value-zeroing",
+            Mixing::GradAttention => "grad-attention",
+        }
+    }
+
+    /// Whether `M_l` already holds the residual connection (no α is added).
+    pub fn residual_inside(self) -> bool {
+        matches!(self, Mixing::Alti | Mixing::ValueZeroing)
+    }
+
+    /// Whether the method needs the model's internals, not just its attention.
+    pub fn needs_model(self) -> bool {
+        self != Mixing::Attention
+    }
+
+    /// Whether the method needs a score to differentiate (a prediction head).
+    pub fn needs_score(self) -> bool {
+        self == Mixing::GradAttention
+    }
+
+    /// Parses `--mixing`: comma-separated names, or `all`.
+    pub fn parse_list(text: &str) -> Result<Vec<Mixing>> {
+        let mut list = Vec::new();
+        for name in text.split(',').map(str::trim) {
+            let chosen: Vec<Mixing> = match name {
+                "all" => Mixing::ALL.to_vec(),
+                _ => vec![name.parse()?],
+            };
+            for m in chosen {
+                if !list.contains(&m) {
+                    list.push(m);
+                }
+            }
+        }
+        list.sort();
+        Ok(list)
+    }
+}
+
+impl FromStr for Mixing {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        Mixing::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| Error::UnknownMixing {
+                given: name.to_string(),
+            })
+    }
+}
+
+impl fmt::Display for Mixing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One method's maps for the target, each `[L][n]` (index 0 is layer 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodMaps {
+    pub layer: Vec<Vec<f64>>,
+    pub rollout: Vec<Vec<f64>>,
+    pub flow: Vec<Vec<f64>>,
+}
+
+/// Every computed method's maps, by mixing name (the report's `methods`).
+pub type Methods = BTreeMap<String, MethodMaps>;
+
+/// What the methods need from one explained input.
+pub struct Run<'a> {
+    pub model: &'a Model,
+    /// `[1, n]` u32.
+    pub ids: &'a Tensor,
+    /// `[1, n]` u32.
+    pub types: &'a Tensor,
+    /// The explained position.
+    pub target: usize,
+    /// The class whose logit grad-attention differentiates (a word or a label); `None`
+    /// without a head.
+    pub score: Option<u32>,
+}
+
+/// Every mixing in `mixings`, aggregated for the run's target.
+pub fn compute(run: &Run, mixings: &[Mixing], options: RelevanceOptions) -> Result<Methods> {
+    let mut methods = Methods::new();
+    let internals = mixings.iter().any(|m| m.needs_model());
+    let output = run.model.forward(
+        run.ids,
+        Some(run.types),
+        run.target,
+        Keep {
+            internals,
+            probes: false,
+        },
+    )?;
+    for &mixing in mixings {
+        let matrices = matrices(run, &output, mixing, options)?;
+        check_finite(&matrices, mixing)?;
+        let maps = aggregate(&matrices, mixing, run.target, options.residual)?;
+        methods.insert(mixing.name().to_string(), maps);
+    }
+    Ok(methods)
+}
+
+/// `[L, n, n]` (f64 on the model's device): `M_l` of every layer, before any row
+/// normalisation.
+pub fn matrices(
+    run: &Run,
+    output: &ModelOutput,
+    mixing: Mixing,
+    options: RelevanceOptions,
+) -> Result<Tensor> {
+    let per_layer = |f: &dyn Fn(usize) -> Result<Tensor>| -> Result<Tensor> {
+        let layers = (0..output.layers.len())
+            .map(f)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Tensor::stack(&layers, 0)?)
+    };
+    let internals = |l: usize| {
+        output.layers[l]
+            .internals
+            .as_ref()
+            .expect("internals were kept")
+    };
+    Ok(match mixing {
+        Mixing::Attention => {
+            let stack = AttentionStack::from_tensors(&output.attentions())?;
+            wide(&stack.fuse(options.fusion)?)?
+        }
+        Mixing::Norm => per_layer(&|l| norm::matrix(&output.layers[l].probs, internals(l)))?,
+        Mixing::Alti => per_layer(&|l| alti::matrix(&output.layers[l].probs, internals(l)))?,
+        Mixing::ValueZeroing => {
+            per_layer(&|l| value_zeroing::matrix(run.model, l, &internals(l).input))?
+        }
+        Mixing::GradAttention => {
+            let score = run.score.ok_or(Error::NeedsMlmHead {
+                what: "grad-attention",
+                model: "this checkpoint".into(),
+            })?;
+            grad_attention::matrices(run, score)?
+        }
+    })
+}
+
+fn check_finite(matrices: &Tensor, mixing: Mixing) -> Result<()> {
+    let values: Vec<f64> = host(matrices)?.flatten_all()?.to_vec1()?;
+    if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+        let n = matrices.dim(1)?;
+        return Err(Error::NotFinite {
+            what: format!(
+                "the {mixing} mixing matrix of layer {} (row {}, column {})",
+                at / (n * n) + 1,
+                at / n % n,
+                at % n
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Any tensor → f64 on the host.
+fn host(t: &Tensor) -> Result<Tensor> {
+    Ok(t.to_device(&Device::Cpu)?.to_dtype(DType::F64)?)
+}
+
+/// Any tensor → the widest float its device has (f64; f32 on Metal), where every method's
+/// arithmetic happens.
+fn wide(t: &Tensor) -> Result<Tensor> {
+    Ok(t.to_dtype(compute_dtype(t.device()))?)
+}
