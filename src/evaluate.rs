@@ -1,9 +1,13 @@
 //! Faithfulness (Abnar & Zuidema 2020, §4): Spearman rank correlation of each relevance map,
 //! layer by layer, with each importance score; and its mean ± std over a dataset.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
+use crate::eraser::Eraser;
 use crate::importance::Importance;
+use crate::methods::{Methods, Mixing};
 use crate::relevance::Relevance;
 
 /// Correlations of one importance score with each method, one value per layer (index 0 is
@@ -15,43 +19,117 @@ pub struct Correlations {
     pub flow: Vec<Option<f64>>,
 }
 
+/// The same for one method of SPEC §8: its `layer`, `rollout` and `flow` maps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MapCorrelations {
+    pub layer: Vec<Option<f64>>,
+    pub rollout: Vec<Option<f64>>,
+    pub flow: Vec<Option<f64>>,
+}
+
+/// One method's correlations with each importance score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodEvaluation {
+    pub gradient_norm: MapCorrelations,
+    pub gradient_x_input: MapCorrelations,
+    pub blank_out: MapCorrelations,
+}
+
 /// The report's `evaluation`: correlations with each importance score.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
     pub gradient_norm: Correlations,
     pub gradient_x_input: Correlations,
     pub blank_out: Correlations,
+    /// With `--mixing`: every method's maps correlated the same way (attention's are the
+    /// ones above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub methods: Option<BTreeMap<String, MethodEvaluation>>,
+    /// ERASER comprehensiveness and sufficiency (AOPC) of each method's last-layer rollout
+    /// and flow (SPEC §8), by mixing name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eraser: Option<BTreeMap<String, Eraser>>,
+}
+
+/// Correlates each row of `maps` with `score`.
+fn rows(maps: &[Vec<f64>], score: &[f64]) -> Vec<Option<f64>> {
+    maps.iter().map(|row| spearman(row, score)).collect()
 }
 
 impl Evaluation {
-    /// Correlates every layer of every method with every score, over all n input tokens.
-    pub fn compute(relevance: &Relevance, importance: &Importance) -> Self {
-        let correlate = |score: &[f64]| {
-            let rows = |maps: &[Vec<f64>]| maps.iter().map(|row| spearman(row, score)).collect();
-            Correlations {
-                raw: rows(&relevance.raw),
-                rollout: rows(&relevance.rollout),
-                flow: rows(&relevance.flow),
-            }
+    /// Correlates every layer of every map (attention's, and each method's) with every
+    /// score, over all n input tokens.
+    pub fn compute(
+        relevance: &Relevance,
+        methods: Option<&Methods>,
+        importance: &Importance,
+    ) -> Self {
+        let correlate = |score: &[f64]| Correlations {
+            raw: rows(&relevance.raw, score),
+            rollout: rows(&relevance.rollout, score),
+            flow: rows(&relevance.flow, score),
         };
+        let methods = methods.map(|methods| {
+            methods
+                .iter()
+                .filter(|(name, _)| name.as_str() != Mixing::Attention.name())
+                .map(|(name, maps)| {
+                    let correlate = |score: &[f64]| MapCorrelations {
+                        layer: rows(&maps.layer, score),
+                        rollout: rows(&maps.rollout, score),
+                        flow: rows(&maps.flow, score),
+                    };
+                    let evaluation = MethodEvaluation {
+                        gradient_norm: correlate(&importance.gradient_norm),
+                        gradient_x_input: correlate(&importance.gradient_x_input),
+                        blank_out: correlate(&importance.blank_out),
+                    };
+                    (name.clone(), evaluation)
+                })
+                .collect()
+        });
         Self {
             gradient_norm: correlate(&importance.gradient_norm),
             gradient_x_input: correlate(&importance.gradient_x_input),
             blank_out: correlate(&importance.blank_out),
+            methods,
+            eraser: None,
         }
     }
 
-    /// `(score name, method name, per-layer correlations)` for every pair, in report order.
-    pub fn entries(&self) -> Vec<(&'static str, &'static str, &[Option<f64>])> {
+    /// `(score name, map name, per-layer correlations)` for every pair, in report order:
+    /// attention's `raw`, `rollout`, `flow`, then each method's as `norm layer` and so on.
+    pub fn entries(&self) -> Vec<(&'static str, String, &[Option<f64>])> {
         let mut out = Vec::new();
+        fn scores(c: &Correlations) -> [(&'static str, &[Option<f64>]); 3] {
+            [
+                ("raw", c.raw.as_slice()),
+                ("rollout", c.rollout.as_slice()),
+                ("flow", c.flow.as_slice()),
+            ]
+        }
         for (score, c) in [
             ("gradient_norm", &self.gradient_norm),
             ("gradient_x_input", &self.gradient_x_input),
             ("blank_out", &self.blank_out),
         ] {
-            out.push((score, "raw", c.raw.as_slice()));
-            out.push((score, "rollout", c.rollout.as_slice()));
-            out.push((score, "flow", c.flow.as_slice()));
+            for (map, values) in scores(c) {
+                out.push((score, map.to_string(), values));
+            }
+            for (name, method) in self.methods.iter().flatten() {
+                let c = match score {
+                    "gradient_norm" => &method.gradient_norm,
+                    "gradient_x_input" => &method.gradient_x_input,
+                    _ => &method.blank_out,
+                };
+                for (map, values) in [
+                    ("layer", &c.layer),
+                    ("rollout", &c.rollout),
+                    ("flow", &c.flow),
+                ] {
+                    out.push((score, format!("{name} {map}"), values.as_slice()));
+                }
+            }
         }
         out
     }
@@ -107,8 +185,8 @@ fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
     (var_a > 0.0 && var_b > 0.0).then(|| cov / (var_a * var_b).sqrt())
 }
 
-/// `(score, method)`, e.g. `("blank_out", "flow")`.
-type Pair = (&'static str, &'static str);
+/// `(score, map)`, e.g. `("blank_out", "flow")` or `("blank_out", "norm rollout")`.
+type Pair = (&'static str, String);
 
 /// Mean, standard deviation and count of one correlation at one layer.
 pub type LayerStats = (f64, f64, usize);
@@ -128,7 +206,7 @@ impl Summary {
             let slot = match self
                 .values
                 .iter()
-                .position(|(key, _)| *key == (score, method))
+                .position(|(key, _)| key.0 == score && key.1 == method)
             {
                 Some(i) => &mut self.values[i].1,
                 None => {
@@ -145,13 +223,13 @@ impl Summary {
         }
     }
 
-    /// `(score, method, per-layer (mean, std, count))`; std is the sample standard deviation.
-    pub fn rows(&self) -> Vec<(&'static str, &'static str, Vec<LayerStats>)> {
+    /// `(score, map, per-layer (mean, std, count))`; std is the sample standard deviation.
+    pub fn rows(&self) -> Vec<(&'static str, &str, Vec<LayerStats>)> {
         self.values
             .iter()
             .map(|((score, method), layers)| {
                 let stats = layers.iter().map(|v| mean_std(v)).collect();
-                (*score, *method, stats)
+                (*score, method.as_str(), stats)
             })
             .collect()
     }
@@ -170,13 +248,19 @@ impl std::fmt::Display for Summary {
                 self.examples
             )?;
             let layers = rows.iter().map(|(_, _, l)| l.len()).max().unwrap_or(0);
-            write!(f, "  {:<8}", "method")?;
+            let width = rows
+                .iter()
+                .map(|(_, m, _)| m.len())
+                .max()
+                .unwrap_or(6)
+                .max(6);
+            write!(f, "  {:<width$}", "method")?;
             for l in 1..=layers {
                 write!(f, " {:>13}", format!("layer {l}"))?;
             }
             writeln!(f)?;
             for (_, method, stats) in rows.iter().filter(|(s, _, _)| *s == score) {
-                write!(f, "  {method:<8}")?;
+                write!(f, "  {method:<width$}")?;
                 for (mean, std, count) in stats {
                     let cell = match count {
                         0 => "n/a".to_string(),
@@ -241,6 +325,8 @@ mod tests {
             gradient_norm: correlations(v),
             gradient_x_input: correlations(v),
             blank_out: correlations(v),
+            methods: None,
+            eraser: None,
         };
         let mut summary = Summary::default();
         summary.add(&evaluation(0.2));

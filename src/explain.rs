@@ -1,17 +1,20 @@
 //! The pipeline for one text: tokens, forward pass, attention stack, relevance, report.
 //! Also the same maps for an attention stack saved by another framework.
 
+use std::collections::BTreeMap;
+
 use candle_core::{Device, Tensor};
 
 use crate::attention::AttentionStack;
 use crate::checkpoint::{CheckpointFiles, ModelSource};
 use crate::device::device_name;
+use crate::eraser::{aopc, Erasable, Eraser};
 use crate::error::{Error, Result};
 use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank, ImportanceQuery};
-use crate::methods::{self, Mixing, Run};
+use crate::methods::{self, Methods, Mixing, Run};
 use crate::model::{EncoderConfig, Keep, Model, Task};
-use crate::relevance::{AttentionGraph, RelevanceOptions};
+use crate::relevance::{AttentionGraph, Relevance, RelevanceOptions};
 use crate::report::{LabelProbability, Prediction, Report, Target, WordProbability};
 use crate::tokens::{Encoding, TextTokenizer};
 
@@ -159,7 +162,7 @@ impl Explainer {
             }
             None => None,
         };
-        let importance = match (&options.evaluate, &probs) {
+        let scored = match (&options.evaluate, &probs) {
             (None, _) => None,
             (Some(_), None) => {
                 return Err(Error::NeedsMlmHead {
@@ -170,9 +173,15 @@ impl Explainer {
             (Some(evaluate), Some(probs)) => {
                 let query = self.importance_query(evaluate, probs)?;
                 let (ids, types) = (&encoding.ids, &encoding.type_ids);
-                Some(importance(&self.model, ids, types, target, &query)?)
+                Some((importance(&self.model, ids, types, target, &query)?, query))
             }
         };
+        // Never blanked by ERASER: special tokens, mask tokens, the explained position.
+        let mask = self.tokenizer.mask_id();
+        let fixed: Vec<bool> = (0..encoding.ids.len())
+            .map(|j| encoding.special[j] || j == target || Some(encoding.ids[j]) == mask)
+            .collect();
+        let (ids, type_ids) = (encoding.ids.clone(), encoding.type_ids.clone());
         let source = Source {
             model: &self.name,
             device: &self.device,
@@ -182,10 +191,25 @@ impl Explainer {
         report.family = Some(self.family().to_string());
         report.task = Some(task.name().to_string());
         report.special = Some(encoding.special);
-        report.evaluation = importance
-            .as_ref()
-            .map(|scores| Evaluation::compute(&report.relevance, scores));
-        report.importance = importance;
+        if let Some((scores, query)) = scored {
+            let mut evaluation = Evaluation::compute(&report.relevance, methods.as_ref(), &scores);
+            let erasable = Erasable {
+                model: &self.model,
+                ids: &ids,
+                types: &type_ids,
+                target,
+                fixed: &fixed,
+                query: &query,
+                probability: scores.probability,
+            };
+            evaluation.eraser = Some(eraser_of_every_map(
+                &erasable,
+                &report.relevance,
+                methods.as_ref(),
+            )?);
+            report.evaluation = Some(evaluation);
+            report.importance = Some(scores);
+        }
         report.methods = methods;
         Ok(report)
     }
@@ -367,6 +391,43 @@ impl Explainer {
             })
             .collect()
     }
+}
+
+/// ERASER of attention's last-layer rollout and flow, and of every other method's.
+fn eraser_of_every_map(
+    input: &Erasable,
+    relevance: &Relevance,
+    methods: Option<&Methods>,
+) -> Result<BTreeMap<String, Eraser>> {
+    let last = |maps: &'_ [Vec<f64>]| -> Vec<f64> { maps.last().cloned().unwrap_or_default() };
+    let mut named = vec![(
+        Mixing::Attention.name().to_string(),
+        last(&relevance.rollout),
+        last(&relevance.flow),
+    )];
+    for (name, maps) in methods.into_iter().flatten() {
+        if name != Mixing::Attention.name() {
+            named.push((name.clone(), last(&maps.rollout), last(&maps.flow)));
+        }
+    }
+    let maps: Vec<&[f64]> = named
+        .iter()
+        .flat_map(|(_, rollout, flow)| [rollout.as_slice(), flow.as_slice()])
+        .collect();
+    let scores = aopc(input, &maps)?;
+    Ok(named
+        .into_iter()
+        .zip(scores.chunks(2))
+        .map(|((name, _, _), pair)| {
+            (
+                name,
+                Eraser {
+                    rollout: pair[0],
+                    flow: pair[1],
+                },
+            )
+        })
+        .collect())
 }
 
 /// `logits`: `[classes]` → their softmax on the host, checked to be finite.

@@ -75,7 +75,7 @@ pub fn importance(
     let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
     let gradient_x_input = (&grad * &embeddings)?.sum(D::Minus1)?;
     let baseline = scalar(&p)?;
-    let blanked = blank_out(model, ids, &type_ids, target, query)?;
+    let blanked = blank_out(model, ids, types, target, query)?;
     let scores = Importance {
         word: query.word.clone(),
         id: query.id,
@@ -125,7 +125,7 @@ fn probability(
 fn blank_out(
     model: &Model,
     ids: &[u32],
-    types: &Tensor,
+    types: &[u32],
     target: usize,
     query: &ImportanceQuery,
 ) -> Result<Vec<f64>> {
@@ -139,8 +139,21 @@ fn blank_out(
         );
     }
     let input = Tensor::from_vec(batch, (n, n), model.device())?;
-    let words = model.embed_words(&input)?;
-    host(&probability(model, &words, types, target, query.id)?)
+    probabilities(model, &input, types, target, query.id)
+}
+
+/// p(`id`) at `target` for each text of a batch `ids` (`[b, n]` u32), all with the token
+/// types `types`.
+pub fn probabilities(
+    model: &Model,
+    ids: &Tensor,
+    types: &[u32],
+    target: usize,
+    id: u32,
+) -> Result<Vec<f64>> {
+    let type_ids = Tensor::new(types, model.device())?.unsqueeze(0)?;
+    let words = model.embed_words(ids)?;
+    host(&probability(model, &words, &type_ids, target, id)?.flatten_all()?)
 }
 
 fn host(t: &Tensor) -> Result<Vec<f64>> {

@@ -21,6 +21,7 @@ pub mod batch;
 pub mod causal;
 pub mod checkpoint;
 pub mod device;
+pub mod eraser;
 pub mod error;
 pub mod evaluate;
 pub mod explain;

@@ -42,13 +42,20 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
         out,
         "Spearman correlation of relevance with importance, by layer"
     )?;
-    write!(out, "  {:<18} {:<8}", "importance", "method")?;
+    let entries = evaluation.entries();
+    let map_width = entries
+        .iter()
+        .map(|(_, m, _)| m.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    write!(out, "  {:<18} {:<map_width$}", "importance", "map")?;
     for l in 1..=report.layers {
         write!(out, " {:>7}", format!("L{l}"))?;
     }
     writeln!(out)?;
-    for (score, method, layers) in evaluation.entries() {
-        write!(out, "  {score:<18} {method:<8}")?;
+    for (score, method, layers) in entries {
+        write!(out, "  {score:<18} {method:<map_width$}")?;
         for value in layers {
             match value {
                 Some(rho) => write!(out, " {rho:>+7.3}")?,
@@ -56,6 +63,28 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
             }
         }
         writeln!(out)?;
+    }
+    if let Some(eraser) = &evaluation.eraser {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "ERASER AOPC of the last layer's maps (comprehensiveness: higher is better; sufficiency: lower is better)"
+        )?;
+        writeln!(
+            out,
+            "  {:<16} {:>15} {:>15} {:>15} {:>15}",
+            "method", "rollout comp.", "rollout suff.", "flow comp.", "flow suff."
+        )?;
+        for (name, e) in eraser {
+            writeln!(
+                out,
+                "  {name:<16} {:>+15.4} {:>+15.4} {:>+15.4} {:>+15.4}",
+                e.rollout.comprehensiveness,
+                e.rollout.sufficiency,
+                e.flow.comprehensiveness,
+                e.flow.sufficiency
+            )?;
+        }
     }
     Ok(())
 }

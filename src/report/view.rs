@@ -60,6 +60,14 @@ impl View {
         shown.relevance.raw = rows(&r.raw);
         shown.relevance.rollout = rows(&r.rollout);
         shown.relevance.flow = rows(&r.flow);
+        if let (Some(methods), Some(out)) = (&report.methods, &mut shown.methods) {
+            for (name, maps) in methods {
+                let shown_maps = out.get_mut(name).expect("the same methods");
+                shown_maps.layer = rows(&maps.layer);
+                shown_maps.rollout = rows(&maps.rollout);
+                shown_maps.flow = rows(&maps.flow);
+            }
+        }
         if let (Some(all), Some(out)) = (&report.all_positions, &mut shown.all_positions) {
             // Rows are source positions: keep the kept ones, then their kept columns.
             let square = |maps: &[Vec<Vec<f64>>]| -> Vec<Vec<Vec<f64>>> {
@@ -78,8 +86,13 @@ impl View {
             importance.gradient_norm = pick(&importance.gradient_norm);
             importance.gradient_x_input = pick(&importance.gradient_x_input);
             importance.blank_out = pick(&importance.blank_out);
-            if shown.evaluation.is_some() {
-                shown.evaluation = Some(Evaluation::compute(&shown.relevance, importance));
+            if let Some(evaluation) = &shown.evaluation {
+                let eraser = evaluation.eraser.clone();
+                let mut recomputed =
+                    Evaluation::compute(&shown.relevance, shown.methods.as_ref(), importance);
+                // ERASER never blanks special tokens: hiding them changes nothing there.
+                recomputed.eraser = eraser;
+                shown.evaluation = Some(recomputed);
             }
         }
         Self {

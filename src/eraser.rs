@@ -1,0 +1,136 @@
+//! ERASER faithfulness (DeYoung et al. 2020) of a relevance map, as SPEC §8 defines it:
+//! rank the tokens by relevance (special tokens and the explained position never removed),
+//! take the top k for k = 1, 5, 10, 20 and 50% of the rest (rounded up), and measure
+//! **comprehensiveness** p(y|x) − p(y|x with the top k blanked) and **sufficiency**
+//! p(y|x) − p(y|x with all but the top k blanked); AOPC is the mean over the k. High
+//! comprehensiveness and low sufficiency say the map found what the prediction rests on.
+
+use candle_core::Tensor;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::importance::{probabilities, ImportanceQuery};
+use crate::model::Model;
+
+/// The fractions of the removable tokens that are blanked (or kept).
+pub const FRACTIONS: [f64; 5] = [0.01, 0.05, 0.10, 0.20, 0.50];
+
+/// AOPC of one map.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Aopc {
+    pub comprehensiveness: f64,
+    pub sufficiency: f64,
+}
+
+/// One method's AOPC for its last-layer rollout and flow maps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Eraser {
+    pub rollout: Aopc,
+    pub flow: Aopc,
+}
+
+/// The input whose prediction the maps explain.
+pub struct Erasable<'a> {
+    pub model: &'a Model,
+    pub ids: &'a [u32],
+    pub types: &'a [u32],
+    pub target: usize,
+    /// Positions that are never blanked (special tokens, the explained position).
+    pub fixed: &'a [bool],
+    /// The class y and the blank; `probability` is p(y|x).
+    pub query: &'a ImportanceQuery,
+    pub probability: f64,
+}
+
+/// AOPC of each map in `maps` (each n relevance values), in order, with every blanked
+/// text of every map run as one batch.
+pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
+    let n = input.ids.len();
+    let removable: Vec<usize> = (0..n).filter(|&j| !input.fixed[j]).collect();
+    let mut texts: Vec<Vec<u32>> = Vec::new();
+    for map in maps {
+        let ranked = ranked(map, &removable);
+        for fraction in FRACTIONS {
+            let k = top_k(fraction, ranked.len());
+            let top = &ranked[..k];
+            let rest = &ranked[k..];
+            texts.push(blanked(input, top));
+            texts.push(blanked(input, rest));
+        }
+    }
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let batch: Vec<u32> = texts.concat();
+    let ids = Tensor::from_vec(batch, (texts.len(), n), input.model.device())?;
+    let p = probabilities(input.model, &ids, input.types, input.target, input.query.id)?;
+    let base = input.probability;
+    let result: Vec<Aopc> = p
+        .chunks(2 * FRACTIONS.len())
+        .map(|runs| {
+            let mean = |offset: usize| {
+                runs.iter()
+                    .skip(offset)
+                    .step_by(2)
+                    .map(|q| base - q)
+                    .sum::<f64>()
+                    / FRACTIONS.len() as f64
+            };
+            Aopc {
+                comprehensiveness: mean(0),
+                sufficiency: mean(1),
+            }
+        })
+        .collect();
+    if result
+        .iter()
+        .any(|a| !(a.comprehensiveness.is_finite() && a.sufficiency.is_finite()))
+    {
+        return Err(Error::NotFinite {
+            what: "an ERASER score".into(),
+        });
+    }
+    Ok(result)
+}
+
+/// `removable` ordered by relevance, highest first; ties by position.
+fn ranked(map: &[f64], removable: &[usize]) -> Vec<usize> {
+    let mut order = removable.to_vec();
+    order.sort_by(|&a, &b| map[b].total_cmp(&map[a]).then(a.cmp(&b)));
+    order
+}
+
+/// ⌈fraction · m⌉, computed so that 0.05 · 20 is 1, not 2 by rounding.
+fn top_k(fraction: f64, m: usize) -> usize {
+    let exact = fraction * m as f64;
+    let k = (exact - 1e-9).ceil().max(0.0) as usize;
+    k.min(m)
+}
+
+fn blanked(input: &Erasable, positions: &[usize]) -> Vec<u32> {
+    let mut ids = input.ids.to_vec();
+    for &j in positions {
+        ids[j] = input.query.blank_id;
+    }
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k_is_rounded_up_and_exact_products_stay() {
+        assert_eq!(top_k(0.01, 8), 1);
+        assert_eq!(top_k(0.05, 20), 1);
+        assert_eq!(top_k(0.10, 20), 2);
+        assert_eq!(top_k(0.5, 7), 4);
+        assert_eq!(top_k(0.5, 0), 0);
+    }
+
+    #[test]
+    fn ranking_breaks_ties_by_position_and_skips_fixed_tokens() {
+        let map = [0.9, 0.1, 0.3, 0.3, 0.2];
+        assert_eq!(ranked(&map, &[1, 2, 3, 4]), vec![2, 3, 4, 1]);
+    }
+}
