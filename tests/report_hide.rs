@@ -95,7 +95,7 @@ fn importance_follows_the_kept_tokens() {
     assert_eq!(some.blank_out, picked);
     assert_eq!(some.gradient_norm.len(), kept.len());
     assert_eq!(some.gradient_x_input.len(), kept.len());
-    let want = bert_explain::evaluate::Evaluation::compute(&shown.relevance, &some);
+    let want = bert_explain::evaluate::Evaluation::compute(&shown.relevance, None, &some);
     let numbers = |e: &bert_explain::evaluate::Evaluation| -> Vec<f64> {
         let [a, b, c] = [&e.gradient_norm, &e.gradient_x_input, &e.blank_out];
         [a, b, c]
