@@ -196,12 +196,33 @@ pub type LayerStats = (f64, f64, usize);
 pub struct Summary {
     /// Per pair, per layer: the defined correlations seen so far.
     values: Vec<(Pair, Vec<Vec<f64>>)>,
+    /// Per method: rollout comprehensiveness, rollout sufficiency, flow comprehensiveness,
+    /// flow sufficiency, one value per example.
+    eraser: Vec<(String, [Vec<f64>; 4])>,
     pub examples: usize,
 }
 
 impl Summary {
     pub fn add(&mut self, evaluation: &Evaluation) {
         self.examples += 1;
+        for (name, e) in evaluation.eraser.iter().flatten() {
+            let slot = match self.eraser.iter().position(|(n, _)| n == name) {
+                Some(i) => &mut self.eraser[i].1,
+                None => {
+                    self.eraser.push((name.clone(), Default::default()));
+                    &mut self.eraser.last_mut().unwrap().1
+                }
+            };
+            let values = [
+                e.rollout.comprehensiveness,
+                e.rollout.sufficiency,
+                e.flow.comprehensiveness,
+                e.flow.sufficiency,
+            ];
+            for (column, value) in slot.iter_mut().zip(values) {
+                column.push(value);
+            }
+        }
         for (score, method, layers) in evaluation.entries() {
             let slot = match self
                 .values
@@ -221,6 +242,15 @@ impl Summary {
                 }
             }
         }
+    }
+
+    /// `(method, [rollout comprehensiveness, rollout sufficiency, flow comprehensiveness,
+    /// flow sufficiency] as (mean, std, count))` of the ERASER AOPC.
+    pub fn eraser_rows(&self) -> Vec<(&str, [LayerStats; 4])> {
+        self.eraser
+            .iter()
+            .map(|(name, columns)| (name.as_str(), columns.each_ref().map(|v| mean_std(v))))
+            .collect()
     }
 
     /// `(score, map, per-layer (mean, std, count))`; std is the sample standard deviation.
@@ -267,6 +297,28 @@ impl std::fmt::Display for Summary {
                         _ => format!("{mean:+.3} ± {std:.3}"),
                     };
                     write!(f, " {cell:>13}")?;
+                }
+                writeln!(f)?;
+            }
+            writeln!(f)?;
+        }
+        let eraser = self.eraser_rows();
+        if !eraser.is_empty() {
+            writeln!(
+                f,
+                "ERASER AOPC of the last layer's maps (mean ± std over {} examples; comprehensiveness: higher is better, sufficiency: lower is better)",
+                self.examples
+            )?;
+            let header = ["rollout comp.", "rollout suff.", "flow comp.", "flow suff."];
+            write!(f, "  {:<16}", "method")?;
+            for h in header {
+                write!(f, " {h:>15}")?;
+            }
+            writeln!(f)?;
+            for (name, stats) in eraser {
+                write!(f, "  {name:<16}")?;
+                for (mean, std, _) in stats {
+                    write!(f, " {:>15}", format!("{mean:+.3} ± {std:.3}"))?;
                 }
                 writeln!(f)?;
             }
