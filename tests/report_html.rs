@@ -117,3 +117,23 @@ fn page_from_an_attention_file_works_in_chromium() {
         ],
     );
 }
+
+/// `--mixing all`: the mixing switch shows each method's maps.
+#[test]
+fn page_with_every_method_works_in_chromium() {
+    if !browser_available() {
+        return;
+    }
+    let model = repo().join("models/tiny-bert-modern");
+    check_in_browser(
+        "modern-author-methods",
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "--mixing",
+            "all",
+            "--all-positions",
+            "The author talked to Sara about [MASK] book",
+        ],
+    );
+}

@@ -59,6 +59,7 @@ impl Renderer for Html {
 <p class="note" id="hidden-note"></p>
 </header>
 <section id="controls">
+<fieldset id="mixing"><legend>Mixing</legend></fieldset>
 <fieldset id="method"><legend>Method</legend></fieldset>
 <label for="layer">Layer <input type="range" id="layer" min="1" step="1"> <output id="layer-value"></output></label>
 </section>

@@ -40,6 +40,8 @@ struct Layout {
     legend_x: i64,
     legend_h: i64,
     chart_x: i64,
+    /// From one band of three panels (title, grid, token labels) to the next.
+    band_h: i64,
     width: i64,
     height: i64,
 }
@@ -60,10 +62,13 @@ impl Layout {
         let chart_x = legend_x + 80;
         let labels_h = text_width(r.tokens.iter().map(String::as_str)) + 8;
         let chart_h = 30 + 20 * chart_rows(view) as i64;
+        let band_h = grid_h + 6 + labels_h + 44;
+        let bands = other_methods(view).len() as i64;
         let height = (GRID_TOP + grid_h + 6 + labels_h)
             .max(GRID_TOP + legend_h + 12)
             .max(GRID_TOP + chart_h)
-            + MARGIN;
+            + MARGIN
+            + bands * band_h;
         Self {
             cell_w,
             cell_h,
@@ -72,10 +77,19 @@ impl Layout {
             legend_x,
             legend_h,
             chart_x,
+            band_h,
             width: chart_x + chart_width(view) + MARGIN,
             height,
         }
     }
+}
+
+/// The methods of `--mixing` besides attention, whose maps are the main panels.
+fn other_methods(view: &View) -> Vec<(&String, &crate::methods::MethodMaps)> {
+    let methods = view.report.methods.iter().flatten();
+    methods
+        .filter(|(name, _)| name.as_str() != "attention")
+        .collect()
 }
 
 /// The estimated width of the longest of `texts` at 12px.
@@ -97,7 +111,26 @@ pub fn figure(view: &View) -> String {
     let max = scale_max(view);
     let r = &view.report.relevance;
     for (k, rows) in [&r.raw, &r.rollout, &r.flow].into_iter().enumerate() {
-        panel(&mut svg, view, &layout, k, rows, max);
+        panel(&mut svg, view, &layout, k, GRID_TOP, METHODS[k], rows, max);
+    }
+    // With --mixing, one band per other method, each on its own scale.
+    for (i, (name, maps)) in other_methods(view).into_iter().enumerate() {
+        let top = GRID_TOP + (i as i64 + 1) * layout.band_h;
+        let maps = [&maps.layer, &maps.rollout, &maps.flow];
+        let max = maps
+            .iter()
+            .flat_map(|rows| rows.iter().flatten())
+            .fold(1e-12, |m: f64, v| m.max(*v));
+        for (k, rows) in maps.into_iter().enumerate() {
+            let title = format!("{name}: {}", ["layer", "rollout", "flow"][k]);
+            panel(&mut svg, view, &layout, k, top, &title, rows, max);
+        }
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" fill=\"{MUTED}\">own scale: 0 to {max:.4}</text>",
+            layout.legend_x,
+            top + 12
+        );
     }
     legend(&mut svg, &layout, max);
     chart(&mut svg, view, &layout);
@@ -129,18 +162,29 @@ fn header(svg: &mut String, view: &View) {
     );
 }
 
-fn panel(svg: &mut String, view: &View, at: &Layout, k: usize, rows: &[Vec<f64>], max: f64) {
+/// One map as a layer × token heatmap, its top edge at `top`.
+#[allow(clippy::too_many_arguments)]
+fn panel(
+    svg: &mut String,
+    view: &View,
+    at: &Layout,
+    k: usize,
+    top: i64,
+    name: &str,
+    rows: &[Vec<f64>],
+    max: f64,
+) {
     let r = &view.report;
     let x0 = at.panel_x[k];
     let (cw, ch) = (at.cell_w, at.cell_h);
-    let name = METHODS[k];
+    let name = esc(name);
     let _ = writeln!(
         svg,
         "<text x=\"{x0}\" y=\"{}\" font-size=\"14\">{name}</text>",
-        GRID_TOP - 12
+        top - 12
     );
     if k == 0 {
-        let (x, y) = (MARGIN + 8, GRID_TOP + at.grid_h / 2);
+        let (x, y) = (MARGIN + 8, top + at.grid_h / 2);
         let _ = writeln!(
             svg,
             "<text transform=\"translate({x},{y}) rotate(-90)\" text-anchor=\"middle\" \
@@ -150,7 +194,7 @@ fn panel(svg: &mut String, view: &View, at: &Layout, k: usize, rows: &[Vec<f64>]
     let layers = rows.len();
     for (l, row) in rows.iter().enumerate() {
         // The last layer on top, as in the paper.
-        let y = GRID_TOP + (layers - 1 - l) as i64 * ch;
+        let y = top + (layers - 1 - l) as i64 * ch;
         let _ = writeln!(
             svg,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"{MUTED}\">{}</text>",
@@ -173,18 +217,18 @@ fn panel(svg: &mut String, view: &View, at: &Layout, k: usize, rows: &[Vec<f64>]
     let width = cw * r.tokens.len() as i64;
     let _ = writeln!(
         svg,
-        "<rect x=\"{x0}\" y=\"{GRID_TOP}\" width=\"{width}\" height=\"{}\" fill=\"none\" \
+        "<rect x=\"{x0}\" y=\"{top}\" width=\"{width}\" height=\"{}\" fill=\"none\" \
          stroke=\"#999\" stroke-width=\"0.5\"/>",
         at.grid_h
     );
     let tx = x0 + r.target.index as i64 * cw;
     let _ = writeln!(
         svg,
-        "<rect x=\"{tx}\" y=\"{GRID_TOP}\" width=\"{cw}\" height=\"{}\" fill=\"none\" \
+        "<rect x=\"{tx}\" y=\"{top}\" width=\"{cw}\" height=\"{}\" fill=\"none\" \
          stroke=\"{TARGET}\" stroke-width=\"1.5\"/>",
         at.grid_h
     );
-    let y = GRID_TOP + at.grid_h + 6;
+    let y = top + at.grid_h + 6;
     for (j, token) in r.tokens.iter().enumerate() {
         let x = x0 + j as i64 * cw + cw / 2 + 4;
         let colour = if j == r.target.index { TARGET } else { INK };

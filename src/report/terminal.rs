@@ -130,18 +130,46 @@ fn write_prediction(report: &Report, out: &mut dyn Write) -> std::io::Result<()>
     Ok(())
 }
 
+/// Attention's maps at the last layer, then each other method's (`--mixing`).
 fn write_last_layer(view: &View, out: &mut dyn Write) -> std::io::Result<()> {
     let report = &view.report;
-    let last = report.layers.saturating_sub(1);
-    let methods = methods(report);
-    writeln!(
-        out,
+    let title = format!(
         "Relevance of each input token, layer {} of {}",
         report.layers, report.layers
-    )?;
+    );
+    write_table(view, &title, &methods(report), out)?;
+    for (name, maps) in report.methods.iter().flatten() {
+        if name == "attention" {
+            continue;
+        }
+        writeln!(out)?;
+        let title = format!(
+            "Method {name}, layer {} of {}",
+            report.layers, report.layers
+        );
+        let columns = [
+            ("layer", &maps.layer),
+            ("rollout", &maps.rollout),
+            ("flow", &maps.flow),
+        ];
+        write_table(view, &title, &columns, out)?;
+    }
+    Ok(())
+}
+
+/// One row per token: each map's value at the last layer, with a bar.
+fn write_table(
+    view: &View,
+    title: &str,
+    methods: &[(&'static str, &Vec<Vec<f64>>)],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let report = &view.report;
+    let last = report.layers.saturating_sub(1);
+    writeln!(out, "{title}")?;
     let width = token_width(report);
     let mut header = format!("  {:>3}  {:<width$}", "#", "token");
-    for (name, _) in &methods {
+    for (name, _) in methods {
         header += &format!("  {:<w$}", name, w = BAR_WIDTH + 7);
     }
     writeln!(out, "{}", header.trim_end())?;

@@ -78,6 +78,24 @@ try {
     : await page.locator("#no-prediction").count();
   check(prediction > 0, "the prediction (or why it is unavailable) is missing");
 
+  // With --mixing: each method's switch shows its own maps (flow here).
+  const mixings = Object.keys(report.methods || {}).filter((m) => m !== "attention");
+  if (mixings.length > 0) {
+    await page.check("#method-flow");
+    const attention = await shading();
+    let changed = false;
+    for (const m of mixings) {
+      await page.check(`#mixing-${m}`);
+      changed ||= JSON.stringify(await shading()) !== JSON.stringify(attention);
+      const want = report.methods[m].flow[0][0].toFixed(4);
+      const title = await page.getAttribute("table.heatmap[data-method=flow] tbody tr:last-child td.cell", "title");
+      check(title && title.startsWith(`${m} flow`) && title.endsWith(`: ${want}`),
+        `${m} flow layer 1 token 0 says ${JSON.stringify(title)}, want the value ${want}`);
+    }
+    check(changed, "switching the mixing never changed the shading");
+    await page.check("#mixing-attention");
+  }
+
   let picked = null;
   if (report.all_positions) {
     // Explain another position: rollout and flow come from all_positions, raw is disabled.

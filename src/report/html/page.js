@@ -8,10 +8,22 @@ const NAMES = { raw: "Raw attention", rollout: "Attention rollout", flow: "Atten
 const TARGET = report.target.index;
 // With --all-positions the page can explain any position (rollout and flow only).
 const ALL = report.all_positions || null;
-const state = { method: "flow", layer: report.layers, position: TARGET };
+// With --mixing: SPEC §8's methods, each with layer (shown in raw's place), rollout, flow.
+const MIXINGS = ["attention", ...Object.keys(report.methods || {}).filter((m) => m !== "attention")];
+const state = { mixing: "attention", method: "flow", layer: report.layers, position: TARGET };
+
+// What the page calls a map of the chosen mixing.
+function name(method) {
+  if (state.mixing === "attention") return NAMES[method];
+  return `${state.mixing} ${method === "raw" ? "layer" : method}`;
+}
 
 // The method's layer × token rows for the chosen position, or null if the report lacks them.
 function rows(method) {
+  if (state.mixing !== "attention") {
+    if (state.position !== TARGET) return null;
+    return report.methods[state.mixing][method === "raw" ? "layer" : method];
+  }
   if (state.position === TARGET) return report.relevance[method];
   if (!ALL || !ALL[method]) return null;
   return ALL[method].map((layer) => layer[state.position]);
@@ -58,6 +70,21 @@ function header() {
 }
 
 function controls() {
+  const mixings = document.getElementById("mixing");
+  if (MIXINGS.length === 1) mixings.remove();
+  for (const m of MIXINGS.length > 1 ? MIXINGS : []) {
+    const input = el("input", { type: "radio", name: "mixing", value: m, id: `mixing-${m}` });
+    input.checked = m === state.mixing;
+    input.addEventListener("change", () => {
+      state.mixing = m;
+      // Methods other than attention are in the report for the target only.
+      if (m !== "attention") state.position = TARGET;
+      update();
+    });
+    const label = el("label", { for: `mixing-${m}` });
+    label.append(input, ` ${m}`);
+    mixings.append(label);
+  }
   const methods = document.getElementById("method");
   for (const m of METHODS) {
     const input = el("input", { type: "radio", name: "method", value: m, id: `method-${m}` });
@@ -82,6 +109,10 @@ function sentence() {
       span.classList.add("pickable");
       span.addEventListener("click", () => {
         state.position = j;
+        if (state.mixing !== "attention") {
+          state.mixing = "attention";
+          document.getElementById("mixing-attention").checked = true;
+        }
         if (!rows(state.method)) {
           state.method = "flow";
           document.getElementById("method-flow").checked = true;
@@ -136,7 +167,7 @@ function heatmaps() {
   const box = document.getElementById("heatmaps");
   for (const m of METHODS) {
     const table = el("table", { class: "heatmap", "data-method": m });
-    table.append(el("caption", {}, NAMES[m]));
+    table.append(el("caption", {}, name(m)));
     const head = el("thead");
     const names = head.insertRow();
     names.append(el("th", {}, ""));
@@ -178,6 +209,7 @@ function paintHeatmaps() {
   document.querySelectorAll("table.heatmap").forEach((table) => {
     const m = table.dataset.method;
     const maps = rows(m);
+    table.querySelector("caption").textContent = name(m);
     table.classList.toggle("unavailable", !maps);
     table.querySelectorAll("thead th").forEach((th, k) => {
       th.classList.toggle("target", k - 1 === state.position);
@@ -187,12 +219,12 @@ function paintHeatmaps() {
       tr.querySelectorAll("td.cell").forEach((td, j) => {
         if (!maps) {
           td.style.background = "#eee";
-          td.title = `${NAMES[m]} is in the report for position ${data.positions[TARGET]} only`;
+          td.title = `${name(m)} is in the report for position ${data.positions[TARGET]} only`;
           return;
         }
         const value = maps[l][j];
         td.style.background = css(colour(value / max));
-        td.title = `${NAMES[m]}, layer ${l + 1}, ${report.tokens[j]}: ${fixed(value)}`;
+        td.title = `${name(m)}, layer ${l + 1}, ${report.tokens[j]}: ${fixed(value)}`;
       });
     });
   });
@@ -208,12 +240,12 @@ function update() {
     const c = colour(row[j] / max);
     span.style.background = css(c);
     span.style.color = isDark(c) ? "#fff" : "#000";
-    span.title = `${NAMES[state.method]}, layer ${state.layer}: ${fixed(row[j])}`;
+    span.title = `${name(state.method)}, layer ${state.layer}: ${fixed(row[j])}`;
   });
   document.getElementById("layer-value").textContent = `${state.layer} of ${report.layers}`;
   const p = state.position;
   document.getElementById("selection").textContent =
-    `${NAMES[state.method]} from position ${data.positions[p]} “${report.tokens[p]}”, ` +
+    `${name(state.method)} from position ${data.positions[p]} “${report.tokens[p]}”, ` +
     `layer ${state.layer} (shaded relative to the most relevant token)`;
   const ranked = row.map((v, j) => [v, j]).sort((a, b) => b[0] - a[0]).slice(0, 5);
   const list = document.querySelector("#ranking ol");
