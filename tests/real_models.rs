@@ -108,3 +108,21 @@ fn pretokenized_text_keeps_smiles_tokens_whole() {
         &["[Xx]", "not in the model's vocabulary"],
     );
 }
+
+/// `--evaluate` on a real masked LM and the real classifier: importance to 1e-4 and the
+/// correlations to 1e-9 (the reference rounds its maps to 1e-10 before ranking, so that
+/// flows equal in exact arithmetic tie as they do here).
+#[test]
+fn importance_on_real_weights_matches_the_reference() {
+    for model in ["rxnmapper-albert-mlm", "rxnfp-bert-cls"] {
+        real_model(model);
+    }
+    let models = repo().join("models/downloaded");
+    let root = std::env::var_os("BERT_EXPLAIN_REAL_MODELS").map_or(models, Into::into);
+    let checked = common::importance::check_importance_fixtures(
+        "tests/fixtures/real/importance",
+        &root,
+        &["--pretokenized"],
+    );
+    assert!(checked >= 2, "expected a masked LM and a classifier");
+}

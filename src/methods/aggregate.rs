@@ -46,3 +46,42 @@ pub fn aggregate(
         flow: flow(&Matrix::from_layers(&augmented)?, target),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// M_1 = [[0.5, 0], [0, 0]], M_2 = [[0, 1], [0, 0]], t = 0. Chefer's rule:
+    /// R_1 = I + M_1 = [[1.5, 0], [0, 1]], row 0 normalised (1, 0);
+    /// R_2 = (I + M_2)·R_1 = [[1, 1], [0, 1]]·R_1 = [[1.5, 1], [0, 1]], row 0 → (0.6, 0.4).
+    /// `layer` is M_l[0] as it is.
+    #[test]
+    fn grad_attention_adds_layers_by_chefers_rule() {
+        let m = Tensor::new(
+            &[[[0.5, 0.0], [0.0, 0.0]], [[0.0, 1.0], [0.0, 0.0]]],
+            &Device::Cpu,
+        )
+        .unwrap();
+        let maps = aggregate(&m, Mixing::GradAttention, 0, 0.5).unwrap();
+        assert_eq!(maps.layer, vec![vec![0.5, 0.0], vec![0.0, 1.0]]);
+        assert_eq!(maps.rollout[0], vec![1.0, 0.0]);
+        assert!((maps.rollout[1][0] - 0.6).abs() < 1e-15);
+        assert!((maps.rollout[1][1] - 0.4).abs() < 1e-15);
+        // Flow on (I + M_l) row-normalised: layer 1 = [[1, 0], [0, 1]] from 0 reaches 0 only.
+        assert_eq!(maps.flow[0], vec![1.0, 0.0]);
+    }
+
+    /// A method whose M holds the residual is rolled out as it is (rows normalised), one
+    /// without it gets α·I first: the same M gives different rollouts.
+    #[test]
+    fn residual_is_added_only_where_m_lacks_it() {
+        let m = Tensor::new(&[[[0.0, 2.0], [1.0, 1.0]]], &Device::Cpu).unwrap();
+        let inside = aggregate(&m, Mixing::ValueZeroing, 0, 0.5).unwrap();
+        assert_eq!(inside.layer[0], vec![0.0, 1.0]);
+        assert_eq!(inside.rollout[0], vec![0.0, 1.0]);
+        let outside = aggregate(&m, Mixing::Norm, 0, 0.5).unwrap();
+        assert_eq!(outside.layer[0], vec![0.0, 1.0]);
+        assert_eq!(outside.rollout[0], vec![0.5, 0.5]);
+    }
+}

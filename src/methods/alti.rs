@@ -44,3 +44,53 @@ pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
     }
     Ok(Tensor::cat(&rows, 0)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// One head, d = 2, A = [[1, 0], [0.5, 0.5]], f(x_0) = (1, 0), f(x_1) = (0, 2),
+    /// x_0 = (0, 0), x_1 = (3, 0), b_O = 0, γ = (1, 2).
+    /// Row 0: z_00 = (1, 0), z_01 = 0, σ_0 = 0.5; t_00 = ((1,0) − 0.5)/0.5 ⊙ γ = (1, −2),
+    /// t_01 = 0, y_0 = (1, −2): M[0] = (3 − 0, 3 − 3) = (3, 0).
+    /// Row 1: z_10 = (0.5, 0), z_11 = (0, 1) + (3, 0) = (3, 1), z_1 = (3.5, 1), σ_1 = 1.25;
+    /// t_10 = ((0.5,0) − 0.25)/1.25 ⊙ γ = (0.2, −0.4), t_11 = ((3,1) − 2)/1.25 ⊙ γ = (0.8, −1.6),
+    /// y_1 = (1, −2), ‖y_1‖₁ = 3: M[1] = (3 − ‖(0.8, −1.6)‖₁, 3 − ‖(0.2, −0.4)‖₁) = (0.6, 2.4).
+    #[test]
+    fn two_tokens_by_hand() {
+        let d = |v: &[f64]| Tensor::new(v, &Device::Cpu).unwrap();
+        let internals = LayerInternals {
+            input: Tensor::new(&[[[0.0, 0.0], [3.0, 0.0]]], &Device::Cpu).unwrap(),
+            head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], &Device::Cpu).unwrap(),
+            norm_weight: Some(d(&[1.0, 2.0])),
+            norm_scale: Some(Tensor::new(&[[0.5, 1.25]], &Device::Cpu).unwrap()),
+            output_bias: Some(d(&[0.0, 0.0])),
+        };
+        let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], &Device::Cpu).unwrap();
+        let m: Vec<Vec<f64>> = matrix(&probs, &internals).unwrap().to_vec2().unwrap();
+        let want = [[3.0, 0.0], [0.6, 2.4]];
+        for (row, want) in m.iter().zip(want) {
+            for (a, b) in row.iter().zip(want) {
+                assert!((a - b).abs() < 1e-12, "{m:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn pre_norm_layers_are_refused() {
+        let zeros = Tensor::zeros((1, 2, 2), candle_core::DType::F64, &Device::Cpu).unwrap();
+        let internals = LayerInternals {
+            input: zeros.clone(),
+            head_values: zeros.unsqueeze(0).unwrap(),
+            norm_weight: None,
+            norm_scale: None,
+            output_bias: None,
+        };
+        let probs = Tensor::zeros((1, 1, 2, 2), candle_core::DType::F64, &Device::Cpu).unwrap();
+        assert!(matches!(
+            matrix(&probs, &internals),
+            Err(Error::MixingNotDefined { .. })
+        ));
+    }
+}

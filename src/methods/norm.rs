@@ -51,3 +51,54 @@ pub fn row_blocks(f: &Tensor) -> Result<Vec<Range<usize>>> {
         .map(|start| start..(start + block).min(n))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn internals(head_values: Tensor) -> LayerInternals {
+        let zeros = Tensor::zeros((1, 2, 2), candle_core::DType::F64, &Device::Cpu).unwrap();
+        LayerInternals {
+            input: zeros,
+            head_values,
+            norm_weight: None,
+            norm_scale: None,
+            output_bias: None,
+        }
+    }
+
+    fn matrix_of(probs: &[[[f64; 2]; 2]], values: &[[[f64; 2]; 2]]) -> Vec<Vec<f64>> {
+        let tensor = |a: &[[[f64; 2]; 2]]| {
+            let flat: Vec<f64> = a.iter().flatten().flatten().copied().collect();
+            Tensor::from_vec(flat, (1, a.len(), 2, 2), &Device::Cpu).unwrap()
+        };
+        let (probs, values) = (tensor(probs), tensor(values));
+        matrix(&probs, &internals(values))
+            .unwrap()
+            .to_vec2()
+            .unwrap()
+    }
+
+    /// One head, f(x_0) = (3, 4) of norm 5, f(x_1) = (0, 2) of norm 2: each entry is the
+    /// weight times the norm, 0.75·5 = 3.75, 0.25·2 = 0.5, 0.5·5 = 2.5, 0.5·2 = 1.
+    #[test]
+    fn one_head_scales_each_value_norm_by_its_weight() {
+        let m = matrix_of(&[[[0.75, 0.25], [0.5, 0.5]]], &[[[3.0, 4.0], [0.0, 2.0]]]);
+        assert_eq!(m, vec![vec![3.75, 0.5], vec![2.5, 1.0]]);
+    }
+
+    /// Two heads whose value vectors for token 0 point opposite ways: the norm of their
+    /// weighted sum, ‖0.5·(1, 0) + 0.5·(−1, 0)‖ = 0, not the sum of their norms.
+    #[test]
+    fn heads_are_summed_before_the_norm() {
+        let half = [[0.5, 0.5], [0.5, 0.5]];
+        let m = matrix_of(
+            &[half, half],
+            &[[[1.0, 0.0], [0.0, 2.0]], [[-1.0, 0.0], [0.0, 2.0]]],
+        );
+        assert_eq!(m[0][0], 0.0);
+        // Token 1: ‖0.5·(0, 2) + 0.5·(0, 2)‖ = 2.
+        assert_eq!(m[1][1], 2.0);
+    }
+}
