@@ -105,6 +105,16 @@ pub fn from_zero(_: &EncoderConfig) -> usize {
     0
 }
 
+/// BERT's embedding names, which every family but DistilBERT shares.
+pub const BERT_EMBEDDINGS: EmbeddingNames = EmbeddingNames {
+    word: "embeddings.word_embeddings",
+    position: "embeddings.position_embeddings",
+    token_type: Some("embeddings.token_type_embeddings"),
+    norm: "embeddings.LayerNorm",
+    projection: None,
+    position_offset: from_zero,
+};
+
 /// BERT's layer names, which RoBERTa and ELECTRA share.
 pub const BERT_LAYER: LayerNames = LayerNames {
     prefix: |i| format!("encoder.layer.{i}"),

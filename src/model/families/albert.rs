@@ -3,7 +3,7 @@
 
 use crate::model::config::Activation;
 use crate::model::family::{
-    from_zero, ClassifierNames, EmbeddingNames, Family, LayerNames, MaskedLmNames,
+    ClassifierNames, EmbeddingNames, Family, LayerNames, MaskedLmNames, BERT_EMBEDDINGS,
 };
 
 pub const FAMILY: Family = Family {
@@ -12,12 +12,8 @@ pub const FAMILY: Family = Family {
     base: "albert",
     adjust: |_| {},
     embeddings: EmbeddingNames {
-        word: "embeddings.word_embeddings",
-        position: "embeddings.position_embeddings",
-        token_type: Some("embeddings.token_type_embeddings"),
-        norm: "embeddings.LayerNorm",
         projection: Some("encoder.embedding_hidden_mapping_in"),
-        position_offset: from_zero,
+        ..BERT_EMBEDDINGS
     },
     layer: LayerNames {
         // num_hidden_groups = inner_group_num = 1 (checked with the config).

@@ -2,23 +2,14 @@
 //! (`LayerNorm.gamma/beta`) are mapped when the weights are read.
 
 use crate::model::config::Activation;
-use crate::model::family::{
-    from_zero, ClassifierNames, EmbeddingNames, Family, MaskedLmNames, BERT_LAYER,
-};
+use crate::model::family::{ClassifierNames, Family, MaskedLmNames, BERT_EMBEDDINGS, BERT_LAYER};
 
 pub const FAMILY: Family = Family {
     name: "bert",
     model_types: &["bert"],
     base: "bert",
     adjust: |_| {},
-    embeddings: EmbeddingNames {
-        word: "embeddings.word_embeddings",
-        position: "embeddings.position_embeddings",
-        token_type: Some("embeddings.token_type_embeddings"),
-        norm: "embeddings.LayerNorm",
-        projection: None,
-        position_offset: from_zero,
-    },
+    embeddings: BERT_EMBEDDINGS,
     layer: BERT_LAYER,
     masked_lm: MaskedLmNames {
         dense: "cls.predictions.transform.dense",

@@ -3,7 +3,7 @@
 
 use crate::model::config::Activation;
 use crate::model::family::{
-    from_zero, ClassifierNames, EmbeddingNames, Family, LayerNames, MaskedLmNames,
+    ClassifierNames, EmbeddingNames, Family, LayerNames, MaskedLmNames, BERT_EMBEDDINGS,
 };
 
 pub const FAMILY: Family = Family {
@@ -12,12 +12,8 @@ pub const FAMILY: Family = Family {
     base: "distilbert",
     adjust: |config| config.type_vocab_size = 0,
     embeddings: EmbeddingNames {
-        word: "embeddings.word_embeddings",
-        position: "embeddings.position_embeddings",
         token_type: None,
-        norm: "embeddings.LayerNorm",
-        projection: None,
-        position_offset: from_zero,
+        ..BERT_EMBEDDINGS
     },
     layer: LayerNames {
         prefix: |i| format!("transformer.layer.{i}"),

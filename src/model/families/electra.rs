@@ -3,7 +3,7 @@
 
 use crate::model::config::Activation;
 use crate::model::family::{
-    from_zero, ClassifierNames, DiscriminatorNames, EmbeddingNames, Family, MaskedLmNames,
+    ClassifierNames, DiscriminatorNames, EmbeddingNames, Family, MaskedLmNames, BERT_EMBEDDINGS,
     BERT_LAYER,
 };
 
@@ -13,12 +13,8 @@ pub const FAMILY: Family = Family {
     base: "electra",
     adjust: |_| {},
     embeddings: EmbeddingNames {
-        word: "embeddings.word_embeddings",
-        position: "embeddings.position_embeddings",
-        token_type: Some("embeddings.token_type_embeddings"),
-        norm: "embeddings.LayerNorm",
         projection: Some("embeddings_project"),
-        position_offset: from_zero,
+        ..BERT_EMBEDDINGS
     },
     layer: BERT_LAYER,
     // ElectraForMaskedLM, the generator.

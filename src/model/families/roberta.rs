@@ -2,7 +2,9 @@
 //! ids from padding_idx + 1, one token type, `lm_head` and a two-layer classifier on `<s>`.
 
 use crate::model::config::Activation;
-use crate::model::family::{ClassifierNames, EmbeddingNames, Family, MaskedLmNames, BERT_LAYER};
+use crate::model::family::{
+    ClassifierNames, EmbeddingNames, Family, MaskedLmNames, BERT_EMBEDDINGS, BERT_LAYER,
+};
 
 pub const FAMILY: Family = Family {
     name: "roberta",
@@ -12,12 +14,8 @@ pub const FAMILY: Family = Family {
         config.pad_token_id.get_or_insert(1);
     },
     embeddings: EmbeddingNames {
-        word: "embeddings.word_embeddings",
-        position: "embeddings.position_embeddings",
-        token_type: Some("embeddings.token_type_embeddings"),
-        norm: "embeddings.LayerNorm",
-        projection: None,
         position_offset: |config| config.pad_token_id.unwrap_or(1) + 1,
+        ..BERT_EMBEDDINGS
     },
     layer: BERT_LAYER,
     masked_lm: MaskedLmNames {
