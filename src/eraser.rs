@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use crate::importance::{probabilities, ImportanceQuery};
 use crate::model::Model;
 
-/// The fractions of the removable tokens that are blanked (or kept).
-pub const FRACTIONS: [f64; 5] = [0.01, 0.05, 0.10, 0.20, 0.50];
+/// The percentages of the removable tokens that are blanked (or kept).
+pub const PERCENTS: [usize; 5] = [1, 5, 10, 20, 50];
 
 /// AOPC of one map.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -50,8 +50,8 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
     let mut texts: Vec<Vec<u32>> = Vec::new();
     for map in maps {
         let ranked = ranked(map, &removable);
-        for fraction in FRACTIONS {
-            let k = top_k(fraction, ranked.len());
+        for percent in PERCENTS {
+            let k = top_k(percent, ranked.len());
             let top = &ranked[..k];
             let rest = &ranked[k..];
             texts.push(blanked(input, top));
@@ -66,7 +66,7 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
     let p = probabilities(input.model, &ids, input.types, input.target, input.query.id)?;
     let base = input.probability;
     let result: Vec<Aopc> = p
-        .chunks(2 * FRACTIONS.len())
+        .chunks(2 * PERCENTS.len())
         .map(|runs| {
             let mean = |offset: usize| {
                 runs.iter()
@@ -74,7 +74,7 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
                     .step_by(2)
                     .map(|q| base - q)
                     .sum::<f64>()
-                    / FRACTIONS.len() as f64
+                    / PERCENTS.len() as f64
             };
             Aopc {
                 comprehensiveness: mean(0),
@@ -93,18 +93,19 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
     Ok(result)
 }
 
-/// `removable` ordered by relevance, highest first; ties by position.
+/// `removable` ordered by relevance rounded to 10 decimals, highest first; ties by
+/// position. Flow often gives several tokens one bottleneck's value, equal in exact
+/// arithmetic but not in its last bits: those bits must not decide what is blanked.
 fn ranked(map: &[f64], removable: &[usize]) -> Vec<usize> {
+    let key = |j: usize| (map[j] * 1e10).round();
     let mut order = removable.to_vec();
-    order.sort_by(|&a, &b| map[b].total_cmp(&map[a]).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| key(b).total_cmp(&key(a)).then(a.cmp(&b)));
     order
 }
 
-/// ⌈fraction · m⌉, computed so that 0.05 · 20 is 1, not 2 by rounding.
-fn top_k(fraction: f64, m: usize) -> usize {
-    let exact = fraction * m as f64;
-    let k = (exact - 1e-9).ceil().max(0.0) as usize;
-    k.min(m)
+/// ⌈percent · m / 100⌉ in integers (in floats 0.05 · 20 rounds up to 2).
+fn top_k(percent: usize, m: usize) -> usize {
+    (percent * m).div_ceil(100)
 }
 
 fn blanked(input: &Erasable, positions: &[usize]) -> Vec<u32> {
@@ -121,16 +122,16 @@ mod tests {
 
     #[test]
     fn k_is_rounded_up_and_exact_products_stay() {
-        assert_eq!(top_k(0.01, 8), 1);
-        assert_eq!(top_k(0.05, 20), 1);
-        assert_eq!(top_k(0.10, 20), 2);
-        assert_eq!(top_k(0.5, 7), 4);
-        assert_eq!(top_k(0.5, 0), 0);
+        assert_eq!(top_k(1, 8), 1);
+        assert_eq!(top_k(5, 20), 1);
+        assert_eq!(top_k(10, 20), 2);
+        assert_eq!(top_k(50, 7), 4);
+        assert_eq!(top_k(50, 0), 0);
     }
 
     #[test]
     fn ranking_breaks_ties_by_position_and_skips_fixed_tokens() {
-        let map = [0.9, 0.1, 0.3, 0.3, 0.2];
+        let map = [0.9, 0.1, 0.3, 0.3 + 1e-16, 0.2];
         assert_eq!(ranked(&map, &[1, 2, 3, 4]), vec![2, 3, 4, 1]);
     }
 }

@@ -10,13 +10,18 @@ use crate::error::Result;
 use crate::model::LayerInternals;
 
 /// `probs`: `[1, H, n, n]` → `M`: `[n, n]`.
+///
+/// Without building the n × n × d vectors: with `a_ij = (A^h_ij)_h` and the Gram matrix
+/// `G_j = (⟨f^h(x_j), f^h'(x_j)⟩)_{h,h'}`, `‖Σ_h A^h_ij f^h(x_j)‖² = a_ijᵀ G_j a_ij`, which
+/// costs n²H² instead of n²Hd.
 pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
     let (a, f) = mixing_inputs(probs, internals)?;
-    let rows = row_blocks(&f)?
-        .into_iter()
-        .map(|rows| Ok(contributions(&a, &f, rows)?.sqr()?.sum(D::Minus1)?.sqrt()?))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Tensor::cat(&rows, 0)?)
+    let by_column = a.permute((2, 1, 0))?.contiguous()?; // [n(j), n(i), H]
+    let per_token = f.transpose(0, 1)?.contiguous()?; // [n(j), H, d]
+    let gram = per_token.matmul(&per_token.t()?)?; // [n(j), H, H]
+    let squared = by_column.matmul(&gram)?.mul(&by_column)?.sum(D::Minus1)?; // [n(j), n(i)]
+                                                                             // Rounding can leave −1e-17 where the exact value is 0.
+    Ok(squared.relu()?.sqrt()?.t()?.contiguous()?)
 }
 
 /// The attention `[H, n, n]` and head values `[H, n, d]` of one layer, widened.

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Writes the SPEC §8 fixtures (mixing matrices × aggregations, ERASER) under tests/fixtures/methods/:
+
+  cases.json      the cases: {"name", "model", "text", "target", "word"?, "label"?}
+  <name>.json     methods_reference.py's result for the case, numbers rounded to 12 significant
+                  digits: {"model", "text", "tokens", "target", "explained": {"kind", "id", "logit",
+                  "probability"}, "methods": {mixing: {"matrices": L×n×n (M_l before row
+                  normalisation), "layer", "rollout", "flow": L×n}}, "eraser": {mixing: {"rollout" |
+                  "flow": {"comprehensiveness", "sufficiency" (AOPC), "k", "comprehensiveness_k",
+                  "sufficiency_k"}}} or null without a head}
+  hand.json       methods_hand.py's hand-computed 2-token cases (cross-checked against transformers)
+
+Run with the reference venv's python from anywhere:
+  .venv-reference/bin/python scripts/reference/make_methods_fixtures.py [--only NAME[,NAME]] [--skip-minilm]
+Models: models/tiny-bert-{modern,legacy,cls} and models/downloaded/all-MiniLM-L6-v2
+(scripts/fetch-real-models.sh all-MiniLM-L6-v2). Cases whose model folder is missing are skipped
+with a note.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import methods_hand  # noqa: E402
+import methods_reference as mr  # noqa: E402
+
+OUT = os.path.join(REPO, "tests", "fixtures", "methods")
+
+CASES = [
+    {"name": "modern-author", "model": "tiny-bert-modern",
+     "text": "The author talked to Sara about [MASK] book", "target": None},
+    {"name": "modern-keys-those", "model": "tiny-bert-modern",
+     "text": "The keys to the cabinet [MASK] on the table", "target": None, "word": "those"},
+    {"name": "modern-backache", "model": "tiny-bert-modern",
+     "text": "She asked the doctor about [MASK] backache", "target": None},
+    {"name": "legacy-mary-me", "model": "tiny-bert-legacy",
+     "text": "Mary convinced John of [MASK] love", "target": None, "word": "me"},
+    {"name": "minilm-author", "model": "all-MiniLM-L6-v2",
+     "text": "The author talked to Sara about [MASK] book", "target": None},
+    {"name": "minilm-mary", "model": "all-MiniLM-L6-v2",
+     "text": "Mary convinced John of [MASK] love", "target": None},
+    {"name": "cls-book", "model": "tiny-bert-cls",
+     "text": "The man gave a good book to the boy", "target": None},
+    {"name": "cls-story-entailment", "model": "tiny-bert-cls",
+     "text": "The teacher told the students a long story", "target": None, "label": "entailment"},
+]
+
+
+def model_dir(name):
+    for d in (os.path.join(REPO, "models", name), os.path.join(REPO, "models", "downloaded", name)):
+        if os.path.isfile(os.path.join(d, "config.json")):
+            return d
+    return None
+
+
+def rounded(x):
+    if isinstance(x, float):
+        return float(f"{x:.12g}")
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    return x
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--skip-minilm", action="store_true")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    only = {n for o in args.only for n in o.split(",") if n}
+    os.makedirs(OUT, exist_ok=True)
+    start = time.time()
+
+    hand = methods_hand.build()
+    methods_hand.torch_check(hand)
+    with open(os.path.join(OUT, "hand.json"), "w") as f:
+        json.dump(hand, f, indent=1)
+        f.write("\n")
+
+    written = []
+    for case in CASES:
+        if only and case["name"] not in only:
+            continue
+        if args.skip_minilm and case["model"] == "all-MiniLM-L6-v2":
+            continue
+        folder = model_dir(case["model"])
+        if folder is None:
+            print(f"skipping {case['name']}: no model folder {case['model']}", file=sys.stderr)
+            continue
+        t0 = time.time()
+        res = mr.run(folder, case["text"], case["target"], case.get("word"), case.get("label"))
+        doc = {"name": case["name"], "model": case["model"], "text": case["text"], "task": res["task"],
+               "tokens": res["tokens"], "target": res["target"], "explained": res["explained"],
+               "methods": res["methods"], "eraser": res["eraser"]}
+        with open(os.path.join(OUT, case["name"] + ".json"), "w") as f:
+            json.dump(rounded(doc), f, separators=(",", ":"))
+            f.write("\n")
+        written.append(case)
+        print(f"wrote {case['name']} ({time.time() - t0:.1f} s)", file=sys.stderr)
+
+    path = os.path.join(OUT, "cases.json")
+    existing = []
+    if only and os.path.exists(path):
+        with open(path) as f:
+            existing = json.load(f)
+    names = {c["name"] for c in written}
+    rows = [c for c in existing if c["name"] not in names] + written
+    order = [c["name"] for c in CASES]
+    rows.sort(key=lambda c: order.index(c["name"]) if c["name"] in order else len(order))
+    with open(path, "w") as f:
+        f.write("[\n" + ",\n".join("  " + json.dumps(c) for c in rows) + "\n]\n")
+    print(f"methods fixtures: {len(written)} cases + hand.json in {time.time() - start:.1f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

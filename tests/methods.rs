@@ -1,0 +1,227 @@
+//! SPEC §8's methods against an independent Python reference written from the SPEC alone
+//! (scripts/reference/methods_reference.py: torch hooks on transformers' eager attention,
+//! autograd for the attention gradients, networkx for flow): every map of every method, and
+//! the ERASER AOPC, on tiny masked LMs, a tiny classifier and the real all-MiniLM-L6-v2;
+//! and the aggregations on hand-computed 2-token cases.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use bert_explain::methods::{aggregate, Mixing};
+use bert_explain::Report;
+use candle_core::{Device, Tensor};
+use common::{bin, minilm, repo};
+use serde::Deserialize;
+
+/// Tiny models: float32 forward passes on both sides.
+const TINY: f64 = 1e-5;
+/// The real MiniLM: as for its attention maps.
+const REAL: f64 = 1e-4;
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    model: String,
+    text: String,
+    target: Option<usize>,
+    #[serde(default)]
+    word: Option<String>,
+    #[serde(default)]
+    label: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Maps {
+    layer: Vec<Vec<f64>>,
+    rollout: Vec<Vec<f64>>,
+    flow: Vec<Vec<f64>>,
+}
+
+#[derive(Deserialize)]
+struct Aopc {
+    comprehensiveness: f64,
+    sufficiency: f64,
+}
+
+#[derive(Deserialize)]
+struct Eraser {
+    rollout: Aopc,
+    flow: Aopc,
+}
+
+#[derive(Deserialize)]
+struct Fixture {
+    tokens: Vec<String>,
+    methods: BTreeMap<String, Maps>,
+    eraser: Option<BTreeMap<String, Eraser>>,
+}
+
+fn fixtures() -> PathBuf {
+    repo().join("tests/fixtures/methods")
+}
+
+fn model_dir(name: &str) -> PathBuf {
+    match name {
+        "all-MiniLM-L6-v2" => minilm().to_path_buf(),
+        _ => repo().join("models").join(name),
+    }
+}
+
+fn close(what: &str, got: &[Vec<f64>], want: &[Vec<f64>], tolerance: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: layers");
+    for (l, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.len(), w.len(), "{what}: layer {}", l + 1);
+        for (j, (a, b)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (a - b).abs() <= tolerance,
+                "{what}: layer {} token {j}: {a} vs reference {b}",
+                l + 1
+            );
+        }
+    }
+}
+
+fn run(case: &Case) -> Report {
+    let mut cmd = bin();
+    cmd.arg("--json").arg("--model").arg(model_dir(&case.model));
+    // --evaluate fixes the explained word or label and asks for ERASER; a model without a
+    // head has neither (and no grad-attention).
+    match case.model.as_str() {
+        "all-MiniLM-L6-v2" => cmd.args(["--mixing", "attention,norm,alti,value-zeroing"]),
+        _ => cmd.args(["--mixing", "all", "--evaluate"]),
+    };
+    if let Some(word) = &case.word {
+        cmd.args(["--importance-word", word]);
+    }
+    if let Some(label) = &case.label {
+        cmd.args(["--label", label]);
+    }
+    if let Some(target) = case.target {
+        cmd.args(["--target", &target.to_string()]);
+    }
+    common::report_of(cmd.arg(&case.text))
+}
+
+#[test]
+fn every_method_matches_the_reference() {
+    let text = std::fs::read_to_string(fixtures().join("cases.json")).unwrap();
+    let cases: Vec<Case> = serde_json::from_str(&text).unwrap();
+    assert!(cases.len() >= 8);
+    for case in &cases {
+        let path = fixtures().join(format!("{}.json", case.name));
+        let want: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let got = run(case);
+        let tolerance = if case.model == "all-MiniLM-L6-v2" {
+            REAL
+        } else {
+            TINY
+        };
+        assert_eq!(got.tokens, want.tokens, "{}", case.name);
+        let methods = got.methods.as_ref().expect("methods in the report");
+        assert_eq!(
+            methods.keys().collect::<Vec<_>>(),
+            want.methods.keys().collect::<Vec<_>>(),
+            "{}",
+            case.name
+        );
+        for (mixing, w) in &want.methods {
+            let g = &methods[mixing];
+            let what = |map: &str| format!("{} {mixing} {map}", case.name);
+            close(&what("layer"), &g.layer, &w.layer, tolerance);
+            close(&what("rollout"), &g.rollout, &w.rollout, tolerance);
+            close(&what("flow"), &g.flow, &w.flow, tolerance);
+        }
+        let Some(want_eraser) = &want.eraser else {
+            continue;
+        };
+        let eraser = got.evaluation.as_ref().unwrap().eraser.as_ref().unwrap();
+        for (mixing, w) in want_eraser {
+            let g = &eraser[mixing];
+            for (map, g, w) in [
+                ("rollout", &g.rollout, &w.rollout),
+                ("flow", &g.flow, &w.flow),
+            ] {
+                let what = format!("{} {mixing} {map} ERASER", case.name);
+                assert!(
+                    (g.comprehensiveness - w.comprehensiveness).abs() <= tolerance,
+                    "{what}: comprehensiveness {} vs {}",
+                    g.comprehensiveness,
+                    w.comprehensiveness
+                );
+                assert!(
+                    (g.sufficiency - w.sufficiency).abs() <= tolerance,
+                    "{what}: sufficiency {} vs {}",
+                    g.sufficiency,
+                    w.sufficiency
+                );
+            }
+        }
+    }
+}
+
+/// Hand-computed 2-token, 2-layer aggregations of every mixing (scripts/reference/
+/// methods_hand.py: plain Python floats, the arithmetic in its docstring), zero rows
+/// included.
+#[test]
+fn aggregations_match_the_hand_computed_cases() {
+    #[derive(Deserialize)]
+    struct Hand {
+        aggregations: Vec<HandCase>,
+    }
+    #[derive(Deserialize)]
+    struct HandCase {
+        name: String,
+        mixing: String,
+        target: usize,
+        matrices: Vec<Vec<Vec<f64>>>,
+        expected: Maps,
+    }
+    let text = std::fs::read_to_string(fixtures().join("hand.json")).unwrap();
+    let hand: Hand = serde_json::from_str(&text).unwrap();
+    assert_eq!(hand.aggregations.len(), 2 * Mixing::ALL.len());
+    for case in hand.aggregations {
+        let flat: Vec<f64> = case.matrices.iter().flatten().flatten().copied().collect();
+        let layers = case.matrices.len();
+        let n = case.matrices[0].len();
+        let matrices = Tensor::from_vec(flat, (layers, n, n), &Device::Cpu).unwrap();
+        let mixing: Mixing = case.mixing.parse().unwrap();
+        let got = aggregate(&matrices, mixing, case.target, 0.5).unwrap();
+        close(&case.name, &got.layer, &case.expected.layer, 1e-12);
+        close(&case.name, &got.rollout, &case.expected.rollout, 1e-12);
+        close(&case.name, &got.flow, &case.expected.flow, 1e-12);
+    }
+}
+
+/// Methods that need what the model does not have are refused with exit 2.
+#[test]
+fn methods_are_refused_where_they_do_not_apply() {
+    let encoder = repo()
+        .join("models/tiny-bert-encoder")
+        .display()
+        .to_string();
+    common::fails(
+        &[
+            "--model",
+            &encoder,
+            "--mixing",
+            "grad-attention",
+            "a [MASK] b",
+        ],
+        2,
+        &["grad-attention"],
+    );
+    let modern = repo().join("models/tiny-bert-modern").display().to_string();
+    common::fails(
+        &["--model", &modern, "--mixing", "nrom", "a [MASK] b"],
+        2,
+        &["\"nrom\"", "value-zeroing"],
+    );
+    let gpt2 = repo().join("models/tiny-gpt2").display().to_string();
+    common::fails(
+        &["--model", &gpt2, "--mixing", "norm", "Hello"],
+        2,
+        &["--mixing"],
+    );
+}
