@@ -127,10 +127,9 @@ fn every_method_matches_the_reference() {
         let path = fixtures().join(format!("{}.json", case.name));
         let want: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let got = run(case);
-        let tolerance = if case.model == "all-MiniLM-L6-v2" {
-            REAL
-        } else {
-            TINY
+        let tolerance = match REAL_MODELS.contains(&case.model.as_str()) {
+            true => REAL,
+            false => TINY,
         };
         assert_eq!(got.tokens, want.tokens, "{}", case.name);
         let methods = got.methods.as_ref().expect("methods in the report");
