@@ -6,8 +6,9 @@
 
 use candle_core::{IndexOp, Tensor, D};
 
-use super::norm::{contributions, mixing_inputs, row_blocks};
-use super::wide;
+use std::ops::Range;
+
+use super::{mixing_inputs, wide};
 use crate::error::{Error, Result};
 use crate::model::LayerInternals;
 
@@ -43,6 +44,24 @@ pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
         rows.push(whole.broadcast_sub(&without)?.relu()?);
     }
     Ok(Tensor::cat(&rows, 0)?)
+}
+
+/// `[B, n, d]`: `Σ_h A^h_ij f^h(x_j)` for the rows i in `rows` (B of them) and every j, as
+/// one batched product over j: `(A^h_ij)_h` (`[B, H]`) times `(f^h(x_j))_h` (`[H, d]`).
+fn contributions(a: &Tensor, f: &Tensor, rows: Range<usize>) -> Result<Tensor> {
+    let weights = a.i((.., rows, ..))?.permute((2, 1, 0))?.contiguous()?; // [n(j), B, H]
+    let values = f.transpose(0, 1)?.contiguous()?; // [n(j), H, d]
+    Ok(weights.matmul(&values)?.transpose(0, 1)?.contiguous()?)
+}
+
+/// Blocks of rows whose `[B, n, d]` contributions stay near 8M values.
+fn row_blocks(f: &Tensor) -> Result<Vec<Range<usize>>> {
+    let (_, n, d) = f.dims3()?;
+    let block = (8_000_000 / (n * d).max(1)).clamp(1, n.max(1));
+    Ok((0..n)
+        .step_by(block)
+        .map(|start| start..(start + block).min(n))
+        .collect())
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub use aggregate::aggregate;
 
 use crate::attention::{compute_dtype, AttentionStack};
 use crate::error::{Error, Result};
-use crate::model::{Keep, Model, ModelOutput};
+use crate::model::{Keep, LayerInternals, Model, ModelOutput};
 use crate::relevance::RelevanceOptions;
 
 /// One mixing matrix of SPEC §8.
@@ -214,6 +214,14 @@ fn check_finite(matrices: &Tensor, mixing: Mixing) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The attention `[H, n, n]` and head values `[H, n, d]` of one layer, widened.
+fn mixing_inputs(probs: &Tensor, internals: &LayerInternals) -> Result<(Tensor, Tensor)> {
+    Ok((
+        wide(&probs.squeeze(0)?)?,
+        wide(&internals.head_values.squeeze(0)?)?,
+    ))
 }
 
 /// Any tensor → f64 on the host.

@@ -1,11 +1,9 @@
 //! Norm-based attention (Kobayashi et al. 2020): `M[i][j] = ‖Σ_h A^h_ij f^h(x_j)‖₂`, the size
 //! of what input j actually adds to output i, not just the weight it gets.
 
-use std::ops::Range;
+use candle_core::{Tensor, D};
 
-use candle_core::{IndexOp, Tensor, D};
-
-use super::wide;
+use super::mixing_inputs;
 use crate::error::Result;
 use crate::model::LayerInternals;
 
@@ -22,39 +20,6 @@ pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
     let squared = by_column.matmul(&gram)?.mul(&by_column)?.sum(D::Minus1)?; // [n(j), n(i)]
                                                                              // Rounding can leave −1e-17 where the exact value is 0.
     Ok(squared.relu()?.sqrt()?.t()?.contiguous()?)
-}
-
-/// The attention `[H, n, n]` and head values `[H, n, d]` of one layer, widened.
-pub fn mixing_inputs(probs: &Tensor, internals: &LayerInternals) -> Result<(Tensor, Tensor)> {
-    Ok((
-        wide(&probs.squeeze(0)?)?,
-        wide(&internals.head_values.squeeze(0)?)?,
-    ))
-}
-
-/// `[B, n, d]`: `Σ_h A^h_ij f^h(x_j)` for the rows i in `rows` (B of them) and every j.
-pub fn contributions(a: &Tensor, f: &Tensor, rows: Range<usize>) -> Result<Tensor> {
-    let heads = a.dim(0)?;
-    let mut sum: Option<Tensor> = None;
-    for h in 0..heads {
-        let weights = a.i((h, rows.clone(), ..))?.unsqueeze(2)?; // [B, n, 1]
-        let term = weights.broadcast_mul(&f.i(h)?.unsqueeze(0)?)?; // [B, n, d]
-        sum = Some(match sum {
-            Some(s) => (s + term)?,
-            None => term,
-        });
-    }
-    Ok(sum.expect("at least one head"))
-}
-
-/// Blocks of rows whose `[B, n, d]` contributions stay near 8M values.
-pub fn row_blocks(f: &Tensor) -> Result<Vec<Range<usize>>> {
-    let (_, n, d) = f.dims3()?;
-    let block = (8_000_000 / (n * d).max(1)).clamp(1, n.max(1));
-    Ok((0..n)
-        .step_by(block)
-        .map(|start| start..(start + block).min(n))
-        .collect())
 }
 
 #[cfg(test)]
