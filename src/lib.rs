@@ -1,20 +1,24 @@
-//! bert-explain: what a pretrained BERT looked at when it made a prediction.
+//! bert-explain: what a pretrained transformer looked at when it made a prediction.
 //!
 //! Attention rollout and attention flow after Abnar & Zuidema, "Quantifying Attention Flow
 //! in Transformers" (ACL 2020). The data flows one way:
 //!
 //! ```text
 //! text ─► tokens ─► model forward (logits + every layer's attention) ─► attention stack
-//!      ─► relevance maps (raw, rollout, flow) ─► report (terminal, JSON, SVG/PNG, HTML)
+//!      ─► relevance maps (raw, rollout, flow; other mixings × aggregations)
+//!      ─► report (terminal, JSON, SVG/PNG, HTML)
 //! ```
 //!
 //! [`checkpoint`] finds config, tokenizer and weights (a local folder or the Hub);
-//! [`tokens`] encodes the text exactly as given; [`model`] runs BertForMaskedLM and keeps the
-//! attention probabilities; [`attention`] fuses heads and adds the residual; [`relevance`]
-//! computes raw attention, rollout and flow; [`report`] renders the result.
-//! [`Explainer`] ties them together; [`importance`] and [`evaluate`] score tokens by input
-//! gradients and blank-out and correlate the maps with them; [`batch`] runs a dataset;
-//! [`causal`] does rollout over generated text for GPT-2 models. The library never prints.
+//! [`tokens`] encodes the text exactly as given; [`model`] runs any supported family (BERT,
+//! RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA, GPT-2) with its head and keeps each layer's
+//! attention (and, on request, its internals); [`attention`] fuses heads and adds the
+//! residual; [`relevance`] computes raw attention, rollout and flow; [`methods`] the other
+//! mixing matrices of SPEC §8 and their maps; [`report`] renders the result.
+//! [`Explainer`] ties them together; [`importance`], [`evaluate`] and [`eraser`] score
+//! tokens by input gradients and blank-out, correlate the maps with them and measure ERASER
+//! faithfulness; [`batch`] runs a dataset; [`causal`] does rollout over generated text for
+//! GPT-2 models. The library never prints.
 
 pub mod attention;
 pub mod batch;

@@ -63,8 +63,8 @@ sufficiency_k = p(y|x) − p(y|x with the other m − k non-special tokens repla
 p = softmax probability (float32 model) of the explained word at t / of the label.
 AOPC = mean over the five k; reported as "comprehensiveness" and "sufficiency".
 
-Usage: methods_reference.py --model DIR --text TEXT [--target I] [--word W | --label NAME|ID]
-                            [--mixings a,b,..] [--no-eraser] [--out FILE]
+Usage: methods_reference.py --model DIR --text TEXT [--pair TEXT] [--pretokenized] [--target I]
+                            [--word W | --label NAME|ID] [--mixings a,b,..] [--no-eraser] [--out FILE]
 """
 
 import argparse
@@ -103,20 +103,53 @@ def task_of(architecture):
         return "masked-lm"
     if architecture.endswith("ForSequenceClassification"):
         return "sequence-classification"
+    if architecture == "ElectraForPreTraining":
+        return "replaced-token-detection"
     return "encoder"
 
 
-class Checkpoint:
+class PieceVocab:
+    """vocab.txt as bert-explain's --pretokenized reads it: every whitespace-separated piece
+    looked up whole (no lowercasing, no splitting), [CLS] first, [SEP] last (real_reference.py's
+    encode_pretokenized). Offers the few tokenizer methods this module calls."""
+
     def __init__(self, folder):
+        import real_reference
+
+        self.tokens, self.vocab = real_reference.read_vocab(folder)
+        self._encode = real_reference.encode_pretokenized
+        self.mask_token_id = self.vocab.get("[MASK]")
+
+    def encode(self, text):
+        return self._encode(self.vocab, text)
+
+    def get_vocab(self):
+        return dict(self.vocab)
+
+    def convert_tokens_to_ids(self, token):
+        return self.vocab[token]
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.tokens[i] for i in ids]
+
+    def tokenize(self, word):
+        if word not in self.vocab:
+            ref.fail(f"{word!r} is not a vocabulary entry")
+        return [word]
+
+
+class Checkpoint:
+    def __init__(self, folder, pretokenized=False):
         import torch
         import transformers
 
         self.folder = os.path.abspath(folder)
+        self.pretokenized = pretokenized
         with open(os.path.join(self.folder, "config.json")) as f:
             config = json.load(f)
         self.family = config.get("model_type", "bert")
         architecture = (config.get("architectures") or ["BertForMaskedLM"])[0]
-        self.tok = ref.load_tokenizer(self.folder)
+        self.tok = PieceVocab(self.folder) if pretokenized else ref.load_tokenizer(self.folder)
         if self.family == "bert" and task_of(architecture) != "sequence-classification":
             # reference.py's loader: BertForMaskedLM when the head is there, else BertModel.
             self.model, has_head = ref.load_model(self.folder)
@@ -196,15 +229,31 @@ def explained_of(ck, t, logits_t, word=None, label=None):
         if str(label).isdigit() and int(label) < ck.config.num_labels:
             return "label", int(label)
         ref.fail(f"unknown label {label!r}: {sorted(names)}")
+    if ck.task == "replaced-token-detection":
+        names = {"original": 0, "replaced": 1}
+        if label is None:
+            return "label", int(torch.argmax(logits_t))
+        if str(label) in names:
+            return "label", names[str(label)]
+        if str(label) in ("0", "1"):
+            return "label", int(label)
+        ref.fail(f"unknown label {label!r}: original, replaced")
     return None, None
 
 
 def score_logits(ck, out, t):
     """The logits vector that the explained score is read from."""
+    import torch
+
     if ck.task == "masked-lm":
         return out.logits[0, t]
     if ck.task == "sequence-classification":
         return out.logits[0]
+    if ck.task == "replaced-token-detection":
+        # ELECTRA's discriminator logit d at t, as the 2-class view [0, d] (softmax =
+        # (p(original), p(replaced)) = (1 − sigmoid(d), sigmoid(d))).
+        d = out.logits[0, t]
+        return torch.stack([torch.zeros_like(d), d])
     return None
 
 
@@ -447,14 +496,16 @@ def flow(P, t):
 
 
 def eraser(ck, enc, t, explained, tokens, relevance):
-    """AOPC comprehensiveness and sufficiency of one relevance vector."""
+    """AOPC comprehensiveness and sufficiency of one relevance vector. Never blanked: the
+    special tokens and the explained position t (a [MASK] or the first token for every masked
+    LM / classifier case; ELECTRA's discriminator explains an ordinary token)."""
     import torch
 
     ids = enc["input_ids"]
     unk = next((ck.tok.convert_tokens_to_ids(u) for u in UNKNOWN if u in ck.tok.get_vocab()), None)
     if unk is None:
         ref.fail("the vocabulary has neither [UNK] nor <unk>")
-    cand = [j for j, tk in enumerate(tokens) if tk not in SPECIAL]
+    cand = [j for j, tk in enumerate(tokens) if tk not in SPECIAL and j != t]
     # Relevances rounded to 10 decimals first, so that values equal up to float noise (flow often
     # saturates: several tokens get the same bottleneck value) rank as ties, broken by position.
     ranked = sorted(cand, key=lambda j: (-round(float(relevance[j]), TIE_DECIMALS), j))
@@ -475,6 +526,9 @@ def eraser(ck, enc, t, explained, tokens, relevance):
         logits = ck.model(input_ids=batch, **extra).logits
     if ck.task == "masked-lm":
         probs = torch.softmax(logits[:, t].float(), dim=-1)[:, explained["id"]]
+    elif ck.task == "replaced-token-detection":
+        d = logits[:, t].float()
+        probs = torch.softmax(torch.stack([torch.zeros_like(d), d], dim=-1), dim=-1)[:, explained["id"]]
     else:
         probs = torch.softmax(logits.float(), dim=-1)[:, explained["id"]]
     p = explained["probability"]
@@ -487,16 +541,40 @@ def eraser(ck, enc, t, explained, tokens, relevance):
 # --------------------------------------------------------------------------------------------
 
 
+def encode(ck, text, pair=None):
+    """The model inputs: exactly the text (and pair). Token types: tokenizer.json's (1 for a
+    BERT/ALBERT/ELECTRA pair's second text), all zeros where the config's type_vocab_size ≤ 1
+    (RoBERTa, XLM-R), none for DistilBERT; pretokenized: [CLS] pieces [SEP], types 0."""
+    import torch
+
+    if ck.pretokenized:
+        if pair is not None:
+            ref.fail("--pretokenized with a pair is not supported")
+        ids = torch.tensor([ck.tok.encode(text)])
+        enc = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids),
+               "attention_mask": torch.ones_like(ids)}
+    elif pair is None:
+        enc = ref.encode(ck.tok, text)
+    else:
+        enc = dict(ck.tok(text, pair, add_special_tokens=True, padding=False, truncation=False,
+                          return_token_type_ids=True, return_tensors="pt"))
+        if not bool((enc["attention_mask"] == 1).all()):
+            ref.fail("the tokenizer padded the input")
+    if "token_type_ids" in enc and getattr(ck.config, "type_vocab_size", 2) <= 1:
+        enc["token_type_ids"] = torch.zeros_like(enc["input_ids"])
+    if ck.family in ("distilbert",) and "token_type_ids" in enc:
+        del enc["token_type_ids"]
+    return enc
+
+
 def run(model_dir, text, target=None, word=None, label=None, mixings=MIXINGS, with_eraser=True,
-        checks=True):
+        checks=True, pair=None, pretokenized=False):
     import numpy as np
     import torch
 
     t0 = time.time()
-    ck = Checkpoint(model_dir)
-    enc = ref.encode(ck.tok, text)
-    if ck.family in ("distilbert",) and "token_type_ids" in enc:
-        del enc["token_type_ids"]
+    ck = Checkpoint(model_dir, pretokenized)
+    enc = encode(ck, text, pair)
     ids = enc["input_ids"][0].tolist()
     tokens = ck.tok.convert_ids_to_tokens(ids)
     n = len(ids)
@@ -629,6 +707,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--text", required=True)
+    ap.add_argument("--pair", default=None)
+    ap.add_argument("--pretokenized", action="store_true",
+                    help="pieces looked up whole in vocab.txt, as bert-explain --pretokenized")
     ap.add_argument("--target", type=int, default=None)
     ap.add_argument("--word", default=None)
     ap.add_argument("--label", default=None)
@@ -646,7 +727,7 @@ def main():
         sys.exit(2)
     try:
         report = run(args.model, args.text, args.target, args.word, args.label, mixings,
-                     not args.no_eraser)
+                     not args.no_eraser, pair=args.pair, pretokenized=args.pretokenized)
     except ref.ReferenceError as e:
         print(f"methods: error: {e}", file=sys.stderr)
         sys.exit(1)
