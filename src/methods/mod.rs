@@ -3,13 +3,13 @@
 //! [`aggregate`] then gives its `layer`, `rollout` and `flow` maps like attention's.
 //!
 //! - `attention`: heads fused (Abnar & Zuidema 2020), today's maps;
-//! - `norm`: ‖Σ_h A^h_ij f^h(x_j)‖ (Kobayashi et al. 2020), [`norm`];
+//! - `norm`: ‖Σ_h A^h_ij f^h(x_j)‖ (Kobayashi et al. 2020), norm.rs;
 //! - `alti`: each input's share of the attention block's normalised output (Ferrando et al.
-//!   2022), [`alti`];
+//!   2022), alti.rs;
 //! - `value-zeroing`: how much the layer's output moves when an input's values are zeroed
-//!   (Mohebbi et al. 2023), [`value_zeroing`];
+//!   (Mohebbi et al. 2023), value_zeroing.rs;
 //! - `grad-attention`: attention weighted by the gradient of the explained logit (Chefer et
-//!   al. 2021), [`grad_attention`].
+//!   al. 2021), grad_attention.rs.
 
 mod aggregate;
 mod alti;

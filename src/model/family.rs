@@ -1,7 +1,7 @@
 //! A model family: how one kind of checkpoint spells its tensors and what sets it apart.
 //! Every family's layers compute the same post-LayerNorm block, so a family is data (its
 //! names, in the style of candle's `vb.pp(...)`) plus a few config defaults; adding one
-//! is one file in `families/` and one line in [`FAMILIES`].
+//! is one file in `families/` and one line in `FAMILIES`.
 
 use super::config::{Activation, EncoderConfig};
 use super::families::{albert, bert, distilbert, electra, gpt2, roberta};
