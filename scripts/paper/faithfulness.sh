@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Faithfulness of every method (SPEC §8) over a dataset: batch mode with --evaluate and
+# --mixing all, which prints the correlation tables (every method, every layer, mean ± std)
+# and the ERASER AOPC table.
+#
+# Usage: scripts/paper/faithfulness.sh MODEL INPUT.jsonl OUTDIR [MAX_WORDS] [LIMIT] [--mixing M]
+#   Keeps the first LIMIT lines (default all) whose text has at most MAX_WORDS words (default
+#   any), writes OUTDIR/input.jsonl, OUTDIR/reports.jsonl and OUTDIR/summary.txt.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+model="$1" input="$2" out="$3" max_words="${4:-0}" limit="${5:-0}" mixing="${6:-all}"
+mkdir -p "$out"
+python3 - "$input" "$out/input.jsonl" "$max_words" "$limit" <<'PY'
+import json, sys
+source, target, max_words, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+kept = []
+with open(source, encoding="utf-8") as f:
+    for line in f:
+        if not line.strip():
+            continue
+        if max_words and len(json.loads(line)["text"].split()) > max_words:
+            continue
+        kept.append(line if line.endswith("\n") else line + "\n")
+        if limit and len(kept) == limit:
+            break
+with open(target, "w", encoding="utf-8") as f:
+    f.writelines(kept)
+print(f"{len(kept)} examples", file=sys.stderr)
+PY
+(cd "$repo" && cargo build --release --quiet --bin bert-explain)
+"${CARGO_TARGET_DIR:-$repo/target}/release/bert-explain" --model "$model" --evaluate \
+    --mixing "$mixing" --input "$out/input.jsonl" --output "$out/reports.jsonl" \
+    | tee "$out/summary.txt"
