@@ -12,9 +12,12 @@
 
 Run with the reference venv's python from anywhere:
   .venv-reference/bin/python scripts/reference/make_methods_fixtures.py [--only NAME[,NAME]] [--skip-minilm]
-Models: models/tiny-bert-{modern,legacy,cls} and models/downloaded/all-MiniLM-L6-v2
-(scripts/fetch-real-models.sh all-MiniLM-L6-v2). Cases whose model folder is missing are skipped
-with a note.
+Models: models/tiny-bert-{modern,legacy,cls}, the other families' tiny models in models/
+(tiny-{roberta,xlmr,albert}-mlm, tiny-{distilbert,electra,roberta}-cls, tiny-electra-disc) and
+models/downloaded/{all-MiniLM-L6-v2,rxnfp-bert-mlm,rxnmapper-albert-mlm}
+(scripts/fetch-real-models.sh NAME). Cases with "pretokenized": true are encoded as bert-explain
+--pretokenized; "pair" is the second text. Cases whose model folder is missing are skipped with
+a note. rxnfp-mlm-ester (26 tokens, 12 layers) takes ~10 min of networkx flow; --only to skip it.
 """
 
 import argparse
@@ -49,6 +52,29 @@ CASES = [
      "text": "The man gave a good book to the boy", "target": None},
     {"name": "cls-story-entailment", "model": "tiny-bert-cls",
      "text": "The teacher told the students a long story", "target": None, "label": "entailment"},
+    # The other encoder families (tiny models in models/).
+    {"name": "roberta-mlm-author", "model": "tiny-roberta-mlm",
+     "text": "The author talked to Sara about <mask> book", "target": None},
+    {"name": "xlmr-mlm-author", "model": "tiny-xlmr-mlm",
+     "text": "The author talked to Sara about <mask> book", "target": None},
+    {"name": "distilbert-cls-letter", "model": "tiny-distilbert-cls",
+     "text": "This is a bad letter.", "target": None},
+    {"name": "albert-mlm-mary", "model": "tiny-albert-mlm",
+     "text": "Mary convinced John of [MASK] love", "target": None},
+    {"name": "electra-cls-food", "model": "tiny-electra-cls",
+     "text": "The food is good.", "target": None},
+    # ELECTRA's discriminator at "his" (position 7): the score is its logit d, the class
+    # "replaced" of the 2-class view [0, d] (also the top class here, p = sigmoid(d)).
+    {"name": "electra-disc-his", "model": "tiny-electra-disc",
+     "text": "The author talked to Sara about his book", "target": 7, "label": "replaced"},
+    {"name": "roberta-cls-pair", "model": "tiny-roberta-cls",
+     "text": "A man is playing a guitar.", "target": None, "pair": "A woman is reading a book."},
+    # Real SMILES masked LMs, encoded as bert-explain --pretokenized (each piece whole from
+    # vocab.txt); ERASER blanks with [UNK].
+    {"name": "rxnfp-mlm-ester", "model": "rxnfp-bert-mlm",
+     "text": "C C ( = O ) O . O C C >> C C O C ( C ) [MASK] O", "target": None, "pretokenized": True},
+    {"name": "rxnmapper-mlm-williamson", "model": "rxnmapper-albert-mlm",
+     "text": "C C [O-] [MASK] [Na+] . C I >> C C O C", "target": None, "pretokenized": True},
 ]
 
 
@@ -98,10 +124,15 @@ def main():
             print(f"skipping {case['name']}: no model folder {case['model']}", file=sys.stderr)
             continue
         t0 = time.time()
-        res = mr.run(folder, case["text"], case["target"], case.get("word"), case.get("label"))
-        doc = {"name": case["name"], "model": case["model"], "text": case["text"], "task": res["task"],
-               "tokens": res["tokens"], "target": res["target"], "explained": res["explained"],
-               "methods": res["methods"], "eraser": res["eraser"]}
+        res = mr.run(folder, case["text"], case["target"], case.get("word"), case.get("label"),
+                     pair=case.get("pair"), pretokenized=case.get("pretokenized", False))
+        doc = {"name": case["name"], "model": case["model"], "text": case["text"]}
+        if case.get("pair") is not None:
+            doc["pair"] = case["pair"]
+        if case.get("pretokenized"):
+            doc["pretokenized"] = True
+        doc.update({"task": res["task"], "tokens": res["tokens"], "target": res["target"],
+                    "explained": res["explained"], "methods": res["methods"], "eraser": res["eraser"]})
         with open(os.path.join(OUT, case["name"] + ".json"), "w") as f:
             json.dump(rounded(doc), f, separators=(",", ":"))
             f.write("\n")
