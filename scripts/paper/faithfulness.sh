@@ -6,6 +6,7 @@
 # Usage: scripts/paper/faithfulness.sh MODEL INPUT.jsonl OUTDIR [MAX_WORDS] [LIMIT] [--mixing M]
 #   Keeps the first LIMIT lines (default all) whose text has at most MAX_WORDS words (default
 #   any), writes OUTDIR/input.jsonl, OUTDIR/reports.jsonl and OUTDIR/summary.txt.
+#   BERT_EXPLAIN=PATH runs that binary instead of building the release one.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -28,7 +29,11 @@ with open(target, "w", encoding="utf-8") as f:
     f.writelines(kept)
 print(f"{len(kept)} examples", file=sys.stderr)
 PY
-(cd "$repo" && cargo build --release --quiet --bin bert-explain)
-"${CARGO_TARGET_DIR:-$repo/target}/release/bert-explain" --model "$model" --evaluate \
+bin="${BERT_EXPLAIN:-}"
+if [[ -z "$bin" ]]; then
+    (cd "$repo" && cargo build --release --quiet --bin bert-explain)
+    bin="${CARGO_TARGET_DIR:-$repo/target}/release/bert-explain"
+fi
+"$bin" --model "$model" --evaluate \
     --mixing "$mixing" --input "$out/input.jsonl" --output "$out/reports.jsonl" \
     | tee "$out/summary.txt"

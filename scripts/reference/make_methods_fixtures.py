@@ -15,7 +15,8 @@ Run with the reference venv's python from anywhere:
 Models: models/tiny-bert-{modern,legacy,cls}, the other families' tiny models in models/
 (tiny-{roberta,xlmr,albert}-mlm, tiny-{distilbert,electra,roberta}-cls, tiny-electra-disc) and
 models/downloaded/{all-MiniLM-L6-v2,rxnfp-bert-mlm,rxnmapper-albert-mlm}
-(scripts/fetch-real-models.sh NAME). Cases with "pretokenized": true are encoded as bert-explain
+(scripts/fetch-real-models.sh NAME) and models/downloaded/minilm-fine-foods
+(scripts/build-sentiment-model.py). Cases with "pretokenized": true are encoded as bert-explain
 --pretokenized; "pair" is the second text. Cases whose model folder is missing are skipped with
 a note. rxnfp-mlm-ester (26 tokens, 12 layers) takes ~10 min of networkx flow; --only to skip it.
 """
@@ -69,6 +70,14 @@ CASES = [
      "text": "The author talked to Sara about his book", "target": 7, "label": "replaced"},
     {"name": "roberta-cls-pair", "model": "tiny-roberta-cls",
      "text": "A man is playing a guitar.", "target": None, "pair": "A woman is reading a book."},
+    # The classifiers trained here (scripts/train/): subject-verb agreement from scratch, and
+    # the real all-MiniLM-L6-v2 with its sentiment head (scripts/build-sentiment-model.py).
+    {"name": "agreement-attractor", "model": "agreement-classifier",
+     "text": "the key to the cabinets", "target": None},
+    {"name": "agreement-relative", "model": "agreement-classifier",
+     "text": "the authors that the critic praises", "target": None, "label": "singular"},
+    {"name": "fine-foods-great", "model": "minilm-fine-foods",
+     "text": "Great coffee, I will buy it again.", "target": None},
     # Real SMILES masked LMs, encoded as bert-explain --pretokenized (each piece whole from
     # vocab.txt); ERASER blanks with [UNK].
     {"name": "rxnfp-mlm-ester", "model": "rxnfp-bert-mlm",

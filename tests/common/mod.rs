@@ -189,6 +189,29 @@ pub fn real_model(name: &str) -> PathBuf {
     dir
 }
 
+/// The sentiment classifier on the real all-MiniLM-L6-v2 (models/sentiment-head joined with
+/// the MiniLM wheel's encoder by scripts/build-sentiment-model.py, sha256-checked; built on
+/// first use).
+pub fn sentiment_model() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dest = repo().join("models/downloaded/minilm-fine-foods");
+        let status = std::process::Command::new("python3")
+            .arg(repo().join("scripts/build-sentiment-model.py"))
+            .arg("--minilm")
+            .arg(minilm())
+            .arg("--dest")
+            .arg(&dest)
+            .status()
+            .expect("cannot run python3 scripts/build-sentiment-model.py");
+        assert!(
+            status.success(),
+            "scripts/build-sentiment-model.py could not build {dest:?}"
+        );
+        dest
+    })
+}
+
 /// Runs the binary and checks the exit status, that stdout is empty, that stderr says each
 /// of `needles`, and that nothing panicked.
 pub fn fails(args: &[&str], status: i32, needles: &[&str]) {

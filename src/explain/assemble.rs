@@ -1,0 +1,175 @@
+//! The report from an attention stack (a model's or a saved one), and ERASER over its maps.
+
+use std::collections::BTreeMap;
+
+use candle_core::Device;
+
+use super::ExplainOptions;
+use crate::attention::AttentionStack;
+use crate::device::device_name;
+use crate::eraser::{aopc, Erasable, Eraser};
+use crate::error::{Error, Result};
+use crate::methods::{Methods, Mixing};
+use crate::relevance::{AttentionGraph, Relevance};
+use crate::report::{Prediction, Report, Target};
+
+/// ERASER of attention's last-layer rollout and flow, and of every other method's.
+pub(super) fn eraser_of_every_map(
+    input: &Erasable,
+    relevance: &Relevance,
+    methods: Option<&Methods>,
+) -> Result<BTreeMap<String, Eraser>> {
+    let last = |maps: &'_ [Vec<f64>]| -> Vec<f64> { maps.last().cloned().unwrap_or_default() };
+    let mut named = vec![(
+        Mixing::Attention.name().to_string(),
+        last(&relevance.rollout),
+        last(&relevance.flow),
+    )];
+    for (name, maps) in methods.into_iter().flatten() {
+        if name != Mixing::Attention.name() {
+            named.push((name.clone(), last(&maps.rollout), last(&maps.flow)));
+        }
+    }
+    let maps: Vec<&[f64]> = named
+        .iter()
+        .flat_map(|(_, rollout, flow)| [rollout.as_slice(), flow.as_slice()])
+        .collect();
+    let scores = aopc(input, &maps)?;
+    Ok(named
+        .into_iter()
+        .zip(scores.chunks(2))
+        .map(|((name, _, _), pair)| {
+            (
+                name,
+                Eraser {
+                    rollout: pair[0],
+                    flow: pair[1],
+                },
+            )
+        })
+        .collect())
+}
+
+/// Explains an attention stack saved by another framework: the same maps, no prediction.
+/// `tokens` label the positions (default: their indices); the target is `options.target`
+/// or the one `[MASK]` among the tokens.
+pub fn explain_attention(
+    name: &str,
+    stack: &AttentionStack,
+    tokens: Option<Vec<String>>,
+    options: &ExplainOptions,
+) -> Result<Report> {
+    let n = stack.len();
+    let tokens = match tokens {
+        Some(tokens) if tokens.len() != n => {
+            return Err(Error::TokenCount {
+                given: tokens.len(),
+                expected: n,
+            })
+        }
+        Some(tokens) => tokens,
+        None => (0..n).map(|i| i.to_string()).collect(),
+    };
+    let target = resolve_target(&tokens, options.target, |i| tokens[i] == "[MASK]")?
+        .ok_or(Error::NoTargetForAttention)?;
+    let device = stack.tensor().device().clone();
+    let source = Source {
+        model: name,
+        device: &device,
+        tokens,
+    };
+    assemble(source, stack, target, None, options)
+}
+
+/// Where the attention came from, for the report.
+pub(super) struct Source<'a> {
+    pub(super) model: &'a str,
+    pub(super) device: &'a Device,
+    pub(super) tokens: Vec<String>,
+}
+
+pub(super) fn assemble(
+    source: Source,
+    stack: &AttentionStack,
+    target: usize,
+    prediction: Option<Prediction>,
+    options: &ExplainOptions,
+) -> Result<Report> {
+    let graph = AttentionGraph::new(stack, options.relevance)?;
+    let relevance = graph.relevance(target)?;
+    let maps = [&relevance.raw, &relevance.rollout, &relevance.flow];
+    if maps
+        .iter()
+        .flat_map(|m| m.iter().flatten())
+        .any(|v| !v.is_finite())
+    {
+        return Err(Error::NotFinite {
+            what: "a relevance map".into(),
+        });
+    }
+    let all_positions = match options.all_positions {
+        true => Some(graph.all_positions()?),
+        false => None,
+    };
+    Ok(Report {
+        model: source.model.to_string(),
+        device: device_name(source.device).to_string(),
+        target: Target {
+            index: target,
+            token: source.tokens[target].clone(),
+        },
+        tokens: source.tokens,
+        prediction,
+        family: None,
+        task: None,
+        special: None,
+        layers: stack.layers(),
+        heads: stack.heads(),
+        relevance,
+        all_positions,
+        importance: None,
+        evaluation: None,
+        methods: None,
+    })
+}
+
+/// The explicit target if it is in range; else the one position where `is_mask` holds;
+/// `None` when no position does.
+pub(super) fn resolve_target(
+    tokens: &[String],
+    target: Option<usize>,
+    is_mask: impl Fn(usize) -> bool,
+) -> Result<Option<usize>> {
+    let len = tokens.len();
+    if let Some(target) = target {
+        return if target < len {
+            Ok(Some(target))
+        } else {
+            Err(Error::TargetOutOfRange {
+                target,
+                len,
+                last: len.saturating_sub(1),
+                tokens: listing(tokens),
+            })
+        };
+    }
+    let masks: Vec<usize> = (0..len).filter(|&i| is_mask(i)).collect();
+    match masks.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        several => Err(Error::SeveralMasks {
+            count: several.len(),
+            positions: format!("{several:?}"),
+        }),
+    }
+}
+
+/// `0:[CLS] 1:the …`, for error messages.
+pub(super) fn listing(tokens: &[String]) -> String {
+    let items: Vec<String> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{i}:{t}"))
+        .collect();
+    items.join(" ")
+}

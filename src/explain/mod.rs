@@ -1,0 +1,329 @@
+//! The pipeline for one text: tokens, forward pass, attention stack, relevance, report.
+//! Also the same maps for an attention stack saved by another framework ([`assemble`]), and
+//! the prediction alone ([`prediction`]).
+
+mod assemble;
+mod prediction;
+
+pub use assemble::explain_attention;
+use assemble::{assemble, eraser_of_every_map, listing, resolve_target, Source};
+use prediction::probabilities;
+
+use candle_core::{Device, Tensor};
+
+use crate::attention::AttentionStack;
+use crate::checkpoint::{CheckpointFiles, ModelSource};
+use crate::eraser::Erasable;
+use crate::error::{Error, Result};
+use crate::evaluate::Evaluation;
+use crate::importance::{importance, Blank};
+use crate::methods::{self, Mixing, Run};
+use crate::model::{EncoderConfig, Keep, Model, Task};
+use crate::relevance::RelevanceOptions;
+use crate::report::{Prediction, Report};
+use crate::tokens::{Encoding, TextTokenizer};
+
+/// What to explain and report, beyond the text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExplainOptions {
+    /// The position to explain; `None` means the one mask token (a classifier: the first
+    /// token).
+    pub target: Option<usize>,
+    /// The second text of a pair (NLI, question answering), encoded as the tokenizer pairs them.
+    pub pair: Option<String>,
+    /// The text is whitespace-separated vocabulary tokens, looked up as they are.
+    pub pretokenized: bool,
+    /// Words whose probability to report (masked LM); each must be one token. `None`:
+    /// [`DEFAULT_CANDIDATES`] where the vocabulary has both, else none.
+    pub candidates: Option<Vec<String>>,
+    /// How many top predictions to report (masked LM).
+    pub top_k: usize,
+    pub relevance: RelevanceOptions,
+    /// Also compute rollout and flow from every position.
+    pub all_positions: bool,
+    /// Also score each token's importance and correlate the maps with the scores.
+    pub evaluate: Option<EvaluateOptions>,
+    /// SPEC §8's methods to compute besides today's maps (`None`: none, the report as
+    /// before).
+    pub mixing: Option<Vec<Mixing>>,
+}
+
+/// The paper's candidates, reported unless others are asked for.
+pub const DEFAULT_CANDIDATES: [&str; 2] = ["his", "her"];
+
+/// What `--evaluate` scores.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EvaluateOptions {
+    /// Masked LM: the word whose probability is explained (one token); `None`: the top
+    /// prediction.
+    pub word: Option<String>,
+    /// Classifier: the label (name or id) whose probability is explained; `None`: the top.
+    pub label: Option<String>,
+    pub blank: Blank,
+}
+
+impl Default for ExplainOptions {
+    fn default() -> Self {
+        Self {
+            target: None,
+            pair: None,
+            pretokenized: false,
+            candidates: None,
+            top_k: 5,
+            relevance: RelevanceOptions::default(),
+            all_positions: false,
+            evaluate: None,
+            mixing: None,
+        }
+    }
+}
+
+/// A loaded checkpoint, ready to explain any number of texts.
+pub struct Explainer {
+    name: String,
+    device: Device,
+    config: EncoderConfig,
+    tokenizer: TextTokenizer,
+    model: Model,
+}
+
+impl Explainer {
+    /// Finds (downloading if needed) and loads a checkpoint onto `device`.
+    pub fn load(source: &ModelSource, device: &Device) -> Result<Self> {
+        let files = CheckpointFiles::locate(source)?;
+        let (config, model) = files.load_model(device)?;
+        let tokenizer = files.load_tokenizer()?;
+        Ok(Self {
+            name: source.to_string(),
+            device: device.clone(),
+            config,
+            tokenizer,
+            model,
+        })
+    }
+
+    /// What the checkpoint's head predicts.
+    pub fn task(&self) -> Task {
+        self.model.task()
+    }
+
+    /// The family's name (`bert`, `roberta`, ...).
+    pub fn family(&self) -> &'static str {
+        self.model.family().name
+    }
+
+    /// Whether the checkpoint predicts anything (has a head).
+    pub fn has_head(&self) -> bool {
+        self.task() != Task::Encoder
+    }
+
+    /// Explains the prediction at the target position of `text`.
+    pub fn explain(&self, text: &str, options: &ExplainOptions) -> Result<Report> {
+        let Prepared {
+            encoding,
+            task,
+            target,
+            candidates,
+            input,
+            types,
+        } = self.prepare(text, options)?;
+        let output = self
+            .model
+            .forward(&input, Some(&types), target, Keep::default())?;
+        let stack = AttentionStack::from_tensors(&output.attentions())?;
+        let probs = match &output.logits {
+            Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),
+            None => None,
+        };
+        let prediction = probs
+            .as_ref()
+            .map(|p| self.describe(p, &candidates, options.top_k));
+        let methods = match &options.mixing {
+            Some(mixings) => {
+                let score = match &probs {
+                    Some(p) => Some(self.explained(options.evaluate.as_ref(), p)?.1),
+                    None => None,
+                };
+                let run = Run {
+                    model: &self.model,
+                    ids: &input,
+                    types: &types,
+                    target,
+                    score,
+                };
+                Some(methods::compute(&run, mixings, options.relevance)?)
+            }
+            None => None,
+        };
+        let scored = match (&options.evaluate, &probs) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Error::NeedsMlmHead {
+                    what: "--evaluate",
+                    model: self.name.clone(),
+                })
+            }
+            (Some(evaluate), Some(probs)) => {
+                let query = self.importance_query(evaluate, probs)?;
+                let (ids, types) = (&encoding.ids, &encoding.type_ids);
+                Some((importance(&self.model, ids, types, target, &query)?, query))
+            }
+        };
+        // Never blanked by ERASER: special tokens, mask tokens, the explained position.
+        let mask = self.tokenizer.mask_id();
+        let fixed: Vec<bool> = (0..encoding.ids.len())
+            .map(|j| encoding.special[j] || j == target || Some(encoding.ids[j]) == mask)
+            .collect();
+        let (ids, type_ids) = (encoding.ids.clone(), encoding.type_ids.clone());
+        let source = Source {
+            model: &self.name,
+            device: &self.device,
+            tokens: encoding.tokens,
+        };
+        let mut report = assemble(source, &stack, target, prediction, options)?;
+        report.family = Some(self.family().to_string());
+        report.task = Some(task.name().to_string());
+        report.special = Some(encoding.special);
+        if let Some((scores, query)) = scored {
+            let mut evaluation = Evaluation::compute(&report.relevance, methods.as_ref(), &scores);
+            let erasable = Erasable {
+                model: &self.model,
+                ids: &ids,
+                types: &type_ids,
+                target,
+                fixed: &fixed,
+                query: &query,
+                probability: scores.probability,
+            };
+            evaluation.eraser = Some(eraser_of_every_map(
+                &erasable,
+                &report.relevance,
+                methods.as_ref(),
+            )?);
+            report.evaluation = Some(evaluation);
+            report.importance = Some(scores);
+        }
+        report.methods = methods;
+        Ok(report)
+    }
+
+    /// The head's prediction for `text` without any relevance map, at the cost of one
+    /// forward pass: what [`Explainer::explain`] reports as `prediction` (`None`: no head).
+    pub fn predict(&self, text: &str, options: &ExplainOptions) -> Result<Option<Prediction>> {
+        let prepared = self.prepare(text, options)?;
+        let output = self.model.forward(
+            &prepared.input,
+            Some(&prepared.types),
+            prepared.target,
+            Keep::default(),
+        )?;
+        match &output.logits {
+            Some(logits) => {
+                let probs = probabilities(&logits.squeeze(0)?)?;
+                Ok(Some(self.describe(
+                    &probs,
+                    &prepared.candidates,
+                    options.top_k,
+                )))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Everything a forward pass over `text` needs, checked.
+    fn prepare(&self, text: &str, options: &ExplainOptions) -> Result<Prepared> {
+        if text.trim().is_empty() {
+            return Err(Error::EmptyText);
+        }
+        let encoding = self.encode(text, options)?;
+        let task = self.task();
+        let target = self.target(&encoding, task, options.target)?;
+        let candidates = match task {
+            Task::MaskedLm => match &options.candidates {
+                Some(words) => self.candidate_ids(words)?,
+                // The paper's pair, where this vocabulary has both words (a chemistry or
+                // protein model does not).
+                None => self
+                    .candidate_ids(&DEFAULT_CANDIDATES.map(String::from))
+                    .unwrap_or_default(),
+            },
+            _ => Vec::new(),
+        };
+        let input = Tensor::new(encoding.ids.as_slice(), &self.device)?.unsqueeze(0)?;
+        let types = Tensor::new(encoding.type_ids.as_slice(), &self.device)?.unsqueeze(0)?;
+        Ok(Prepared {
+            encoding,
+            task,
+            target,
+            candidates,
+            input,
+            types,
+        })
+    }
+
+    /// The text (and pair) as tokens, checked against the model's positions and vocabulary.
+    fn encode(&self, text: &str, options: &ExplainOptions) -> Result<Encoding> {
+        let pair = options.pair.as_deref();
+        let mut encoding = match options.pretokenized {
+            true => self.tokenizer.encode_pretokenized(text, pair)?,
+            false => self.tokenizer.encode(text, pair)?,
+        };
+        let (n, max) = (encoding.ids.len(), self.model.max_tokens());
+        if n > max {
+            return Err(Error::TextTooLong { len: n, max });
+        }
+        // One token type (RoBERTa, XLM-R): transformers passes none and the model uses
+        // type 0 whatever a pair template says.
+        if self.config.type_vocab_size <= 1 {
+            encoding.type_ids.fill(0);
+        }
+        let types = self.config.type_vocab_size.max(1);
+        if let Some(&t) = encoding.type_ids.iter().find(|&&t| t as usize >= types) {
+            return Err(Error::TokenTypeOutsideEmbeddings { id: t, rows: types });
+        }
+        let rows = self.config.vocab_size;
+        if let Some(i) = encoding.ids.iter().position(|&id| id as usize >= rows) {
+            return Err(Error::TokenOutsideEmbeddings {
+                token: encoding.tokens[i].clone(),
+                id: encoding.ids[i],
+                rows,
+            });
+        }
+        Ok(encoding)
+    }
+
+    /// The explained position: the given one; a classifier's first token; else the mask.
+    fn target(&self, encoding: &Encoding, task: Task, given: Option<usize>) -> Result<usize> {
+        let mask = self.tokenizer.mask_id();
+        // A classifier decides from the whole text: a mask token in it is just a token.
+        let is_mask =
+            |i: usize| task != Task::SequenceClassification && Some(encoding.ids[i]) == mask;
+        let found = resolve_target(&encoding.tokens, given, is_mask)?;
+        match (found, task) {
+            (Some(target), _) => Ok(target),
+            (None, Task::SequenceClassification) => Ok(0),
+            (None, _) => {
+                let tokens = listing(&encoding.tokens);
+                Err(match mask {
+                    Some(id) => Error::NoMask {
+                        mask: self.tokenizer.token(id),
+                        tokens,
+                    },
+                    None => Error::NoMaskToken { tokens },
+                })
+            }
+        }
+    }
+}
+
+/// A text ready for the forward pass.
+struct Prepared {
+    encoding: Encoding,
+    task: Task,
+    target: usize,
+    /// Masked LM: the candidate words and their ids.
+    candidates: Vec<(String, u32)>,
+    /// `[1, n]` token ids and token types.
+    input: Tensor,
+    types: Tensor,
+}

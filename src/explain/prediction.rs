@@ -1,0 +1,151 @@
+//! What the head predicts: candidate words, top words or labels, and the explained class.
+
+use candle_core::Tensor;
+
+use super::{EvaluateOptions, Explainer};
+use crate::error::{Error, Result};
+use crate::importance::ImportanceQuery;
+use crate::model::Task;
+use crate::report::{LabelProbability, Prediction, WordProbability};
+
+impl Explainer {
+    /// What the head's output `probs` means: vocabulary words or labels.
+    pub(super) fn describe(
+        &self,
+        probs: &[f32],
+        candidates: &[(String, u32)],
+        top_k: usize,
+    ) -> Prediction {
+        let p = |id: u32| probs[id as usize] as f64;
+        let mut order: Vec<u32> = (0..probs.len() as u32).collect();
+        order.sort_by(|&a, &b| {
+            probs[b as usize]
+                .total_cmp(&probs[a as usize])
+                .then(a.cmp(&b))
+        });
+        let word = |word: String, id: u32| WordProbability {
+            word,
+            id,
+            probability: p(id),
+        };
+        match self.task() {
+            Task::MaskedLm => Prediction::Words {
+                candidates: candidates
+                    .iter()
+                    .map(|(w, id)| word(w.clone(), *id))
+                    .collect(),
+                top: order
+                    .into_iter()
+                    .take(top_k)
+                    .map(|id| word(self.tokenizer.token(id), id))
+                    .collect(),
+            },
+            _ => Prediction::Labels {
+                labels: order
+                    .into_iter()
+                    .map(|id| LabelProbability {
+                        label: self.label_name(id),
+                        id,
+                        probability: p(id),
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    pub(super) fn label_name(&self, id: u32) -> String {
+        match self.task() {
+            Task::ReplacedTokenDetection => ["original", "replaced"][id as usize].to_string(),
+            _ => self.config.label_name(id as usize),
+        }
+    }
+
+    /// The word or label to score (the given one, else the top prediction) and the blank.
+    pub(super) fn importance_query(
+        &self,
+        evaluate: &EvaluateOptions,
+        probs: &[f32],
+    ) -> Result<ImportanceQuery> {
+        let (word, id) = self.explained(Some(evaluate), probs)?;
+        let blank = evaluate.blank;
+        let (blank_token, blank_id) = blank
+            .tokens()
+            .iter()
+            .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
+            .ok_or(Error::NoBlankToken(blank.tokens()[0]))?;
+        Ok(ImportanceQuery {
+            word,
+            id,
+            blank_token,
+            blank_id,
+        })
+    }
+
+    /// The explained class, by name and id: `--importance-word` or `--label` when given,
+    /// else the most probable one.
+    pub(super) fn explained(
+        &self,
+        evaluate: Option<&EvaluateOptions>,
+        probs: &[f32],
+    ) -> Result<(String, u32)> {
+        let top = (0..probs.len() as u32)
+            .max_by(|&a, &b| {
+                probs[a as usize]
+                    .total_cmp(&probs[b as usize])
+                    .then(b.cmp(&a))
+            })
+            .unwrap_or(0);
+        let word = evaluate.and_then(|e| e.word.as_ref());
+        let label = evaluate.and_then(|e| e.label.as_ref());
+        Ok(match (self.task(), word, label) {
+            (Task::MaskedLm, Some(word), _) => (word.clone(), self.tokenizer.single_piece(word)?),
+            (Task::MaskedLm, None, _) => (self.tokenizer.token(top), top),
+            (_, _, Some(label)) => {
+                let id = self.label_id(label, probs.len())?;
+                (self.label_name(id), id)
+            }
+            (_, _, None) => (self.label_name(top), top),
+        })
+    }
+
+    /// `--label NAME|ID`: a label's name, else its id.
+    pub(super) fn label_id(&self, given: &str, labels: usize) -> Result<u32> {
+        let by_name = (0..labels as u32).find(|&id| self.label_name(id) == given);
+        let by_id = given
+            .parse::<u32>()
+            .ok()
+            .filter(|&id| (id as usize) < labels);
+        by_name.or(by_id).ok_or_else(|| Error::UnknownLabel {
+            given: given.to_string(),
+            labels: (0..labels as u32)
+                .map(|id| format!("{id}: {}", self.label_name(id)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+
+    pub(super) fn candidate_ids(&self, words: &[String]) -> Result<Vec<(String, u32)>> {
+        words
+            .iter()
+            .map(|word| {
+                if word.trim().is_empty() {
+                    return Err(Error::EmptyCandidate {
+                        given: words.join(","),
+                    });
+                }
+                Ok((word.clone(), self.tokenizer.single_piece(word.trim())?))
+            })
+            .collect()
+    }
+}
+
+/// `logits`: `[classes]` → their softmax on the host, checked to be finite.
+pub(super) fn probabilities(logits: &Tensor) -> Result<Vec<f32>> {
+    let probs: Vec<f32> = candle_nn::ops::softmax(logits, 0)?.to_vec1()?;
+    if probs.iter().any(|p| !p.is_finite()) {
+        return Err(Error::NotFinite {
+            what: "the prediction head's output".into(),
+        });
+    }
+    Ok(probs)
+}
