@@ -4,6 +4,7 @@
 //! tensor names) and the task head config.json asks for.
 
 pub(crate) mod attention;
+pub mod causal;
 mod classifier;
 pub mod config;
 mod embeddings;
