@@ -1,4 +1,5 @@
-//! A GPT-2 checkpoint's files (local folder or the Hub) and its byte-level BPE tokenizer.
+//! A causal checkpoint's files (local folder or the Hub; weights in one file or sharded) and
+//! its byte-level BPE tokenizer (tokenizer.json, or GPT-2's vocab.json + merges.txt).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,14 +8,19 @@ use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer};
 
-use crate::checkpoint::{HubRepo, ModelSource};
+use crate::checkpoint::{shard_names, HubRepo, ModelSource};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, TOKENIZER_LIMIT};
 use crate::model::config::model_type;
 use crate::model::family::is_causal_model_type;
 use crate::tokens::tokenizer_json;
 
-const WEIGHT_FILES: [&str; 2] = ["model.safetensors", "pytorch_model.bin"];
+/// One file, or the index of a sharded checkpoint (its shards beside it).
+const WEIGHT_FILES: [&str; 3] = [
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+];
 const EOS: &str = "<|endoftext|>";
 
 /// The files of one GPT-2 checkpoint, found on disk (downloaded if needed).
@@ -60,10 +66,16 @@ impl CausalFiles {
                         _ => return Err(json_error),
                     },
                 };
+                let weights = hub.first_of(&WEIGHT_FILES)?;
+                if weights.to_string_lossy().ends_with(".index.json") {
+                    for shard in shard_names(&weights)? {
+                        hub.file(&shard)?;
+                    }
+                }
                 Ok(Self {
                     config: hub.file("config.json")?,
                     tokenizer,
-                    weights: hub.first_of(&WEIGHT_FILES)?,
+                    weights,
                 })
             }
         }
@@ -104,7 +116,7 @@ impl CausalFiles {
             .ok_or_else(|| {
                 missing(
                     "model.safetensors",
-                    "model.safetensors or pytorch_model.bin",
+                    "model.safetensors, model.safetensors.index.json with its shards, or pytorch_model.bin",
                 )
             })?;
         Ok(Self {

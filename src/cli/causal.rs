@@ -13,7 +13,9 @@ use bert_explain::{Error, Json, ModelSource, RelevanceOptions, Terminal};
 
 /// Options for causal language models (GPT-2); a GPT-2 `--model` selects this mode.
 #[derive(clap::Args, Debug, Clone, Default)]
-#[command(next_help_heading = "Causal language models (GPT-2: the text is the prompt)")]
+#[command(
+    next_help_heading = "Causal language models (GPT-2, Llama, Qwen2, Mistral: the text is the prompt)"
+)]
 pub struct CausalArgs {
     /// How many tokens to generate after the prompt [default: 10]. Generation stops early at
     /// the end-of-text token.
@@ -103,7 +105,7 @@ pub fn run(
     if let Some(token) = args.figure_token.filter(|&k| k >= generate) {
         return Err(Error::FigureTokenOutOfRange { token, generate }.into());
     }
-    eprintln!("Loading {source} (GPT-2: generating from the prompt)");
+    eprintln!("Loading {source} (causal LM: generating from the prompt)");
     let explainer = CausalExplainer::load(source, device)?;
     let report = explainer.explain(prompt, &options)?;
     if let Decoding::Sample { seed, .. } = options.decoding {

@@ -7,7 +7,7 @@ use std::path::Path;
 use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
-use super::families::gpt2;
+use super::families::{gpt2, llama};
 use super::{Keep, LayerTrace};
 use crate::checkpoint::Weights;
 use crate::error::{Error, Result};
@@ -79,12 +79,12 @@ pub trait CausalLm: Send + Sync {
 
 /// Whether `model_type` names a causal family (explained in causal mode).
 pub fn is_causal_model_type(model_type: &str) -> bool {
-    gpt2::MODEL_TYPES.contains(&model_type)
+    gpt2::MODEL_TYPES.contains(&model_type) || llama::MODEL_TYPES.contains(&model_type)
 }
 
 /// Every causal `model_type`, for messages.
 pub fn causal_model_types() -> impl Iterator<Item = &'static str> {
-    gpt2::MODEL_TYPES.into_iter()
+    gpt2::MODEL_TYPES.into_iter().chain(llama::MODEL_TYPES)
 }
 
 /// Reads config.json, picks the family by its `model_type` and builds the model.
@@ -93,12 +93,36 @@ pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>
     if gpt2::MODEL_TYPES.contains(&found.as_str()) {
         let gpt2_config = gpt2::Gpt2Config::load(config)?;
         Ok(Box::new(gpt2::Gpt2::load(weights, &gpt2_config)?))
+    } else if llama::MODEL_TYPES.contains(&found.as_str()) {
+        let llama_config = llama::LlamaConfig::load(config)?;
+        Ok(Box::new(llama::Llama::load(weights, &llama_config)?))
     } else {
         Err(Error::NotCausal {
             path: config.to_path_buf(),
             found,
         })
     }
+}
+
+/// `[q, seen + q]`: 0 where row `seen + i` may look, −∞ where it may not: the future, and
+/// with a window w the positions w or more back (transformers' sliding-window overlay);
+/// `None` when nothing is hidden.
+pub(crate) fn causal_mask(
+    q: usize,
+    seen: usize,
+    window: Option<usize>,
+    device: &candle_core::Device,
+) -> Result<Option<Tensor>> {
+    let width = seen + q;
+    let hidden = |i: usize, j: usize| j > seen + i || window.is_some_and(|w| seen + i - j >= w);
+    let values: Vec<f32> = (0..q)
+        .flat_map(|i| (0..width).map(move |j| (i, j)))
+        .map(|(i, j)| if hidden(i, j) { f32::NEG_INFINITY } else { 0.0 })
+        .collect();
+    if values.iter().all(|v| *v == 0.0) {
+        return Ok(None);
+    }
+    Ok(Some(Tensor::from_vec(values, (q, width), device)?))
 }
 
 /// config.json's `eos_token_id`: absent, null, one id or a list of them.
@@ -133,6 +157,26 @@ mod tests {
         assert_eq!(eos(r#"{"eos_token_id": null}"#), Vec::<u32>::new());
         assert_eq!(eos(r#"{"eos_token_id": 7}"#), [7]);
         assert_eq!(eos(r#"{"eos_token_id": [1, 2]}"#), [1, 2]);
-        assert!(is_causal_model_type("gpt2") && !is_causal_model_type("bert"));
+        assert!(is_causal_model_type("qwen2") && !is_causal_model_type("bert"));
+    }
+
+    #[test]
+    fn the_window_hides_positions_w_or_more_back() {
+        let device = candle_core::Device::Cpu;
+        let rows: Vec<Vec<f32>> = causal_mask(3, 0, Some(2), &device)
+            .unwrap()
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        let inf = f32::NEG_INFINITY;
+        assert_eq!(rows[2], [inf, 0.0, 0.0]);
+        assert_eq!(rows[0], [0.0, inf, inf]);
+        let step: Vec<Vec<f32>> = causal_mask(1, 4, Some(2), &device)
+            .unwrap()
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        assert_eq!(step[0], [inf, inf, inf, 0.0, 0.0]);
+        assert!(causal_mask(1, 4, None, &device).unwrap().is_none());
     }
 }

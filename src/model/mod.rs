@@ -13,6 +13,7 @@ pub mod family;
 mod layer;
 mod masked_lm;
 pub(crate) mod norm;
+mod rotary;
 
 use candle_core::{IndexOp, Tensor};
 

@@ -14,7 +14,7 @@ use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 use crate::model::attention::head_values;
-use crate::model::causal::{eos_ids, CausalDims, CausalLm, KvCache, StepOutput};
+use crate::model::causal::{causal_mask, eos_ids, CausalDims, CausalLm, KvCache, StepOutput};
 use crate::model::norm::LayerNorm;
 use crate::model::{activate, Activation, Keep, LayerInternals, LayerTrace};
 
@@ -305,7 +305,7 @@ impl CausalSelfAttention {
         }
         *kv = Some((key.clone(), value.clone()));
         let scores = (query.matmul(&key.t()?.contiguous()?)? * self.scale)?;
-        let scores = match causal_mask(q, seen, x.device())? {
+        let scores = match causal_mask(q, seen, None, x.device())? {
             Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
             None => scores,
         };
@@ -316,19 +316,6 @@ impl CausalSelfAttention {
             .reshape((batch, q, e))?;
         Ok((self.c_proj.forward(&context)?, probs, value))
     }
-}
-
-/// `[q, seen + q]`: 0 where row `seen + i` may look (columns ≤ `seen + i`), −∞ elsewhere;
-/// `None` for a single new position, which may look everywhere.
-fn causal_mask(q: usize, seen: usize, device: &candle_core::Device) -> Result<Option<Tensor>> {
-    if q == 1 {
-        return Ok(None);
-    }
-    let width = seen + q;
-    let mask: Vec<f32> = (0..q)
-        .flat_map(|i| (0..width).map(move |j| if j > seen + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Ok(Some(Tensor::from_vec(mask, (q, width), device)?))
 }
 
 /// A transformers `Conv1D`: `weight` stored `[in, out]` (the transpose of a `Linear`'s).
@@ -370,19 +357,5 @@ mod tests {
         );
         let err = Gpt2Config::load(&write(dir.path(), r#"{"model_type": "bert"}"#)).unwrap_err();
         assert!(matches!(err, Error::NotCausal { ref found, .. } if found == "bert"));
-    }
-
-    #[test]
-    fn mask_hides_the_future_only() {
-        let mask = causal_mask(2, 1, &candle_core::Device::Cpu)
-            .unwrap()
-            .unwrap();
-        assert_eq!(mask.dims(), &[2, 3]);
-        let rows: Vec<Vec<f32>> = mask.to_vec2().unwrap();
-        assert_eq!(rows[0], [0.0, 0.0, f32::NEG_INFINITY]);
-        assert_eq!(rows[1], [0.0, 0.0, 0.0]);
-        assert!(causal_mask(1, 5, &candle_core::Device::Cpu)
-            .unwrap()
-            .is_none());
     }
 }

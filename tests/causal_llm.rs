@@ -1,0 +1,124 @@
+//! Causal mode on the Llama family (issue 15) against transformers
+//! (scripts/reference/causal_llm_reference.py): models/tiny-llama (sharded, GQA, llama3 rope
+//! scaling), tiny-qwen2 (bf16, q/k/v biases, tied) and tiny-mistral (sliding window 4, linear
+//! rope scaling) generate the same greedy tokens, with raw attention, rollout, corrected rollout
+//! and flow to 1e-5; and the command line runs them end to end.
+
+mod common;
+
+use bert_explain::causal::{CausalExplainer, CausalMethods, CausalOptions, CausalRelevance};
+use bert_explain::ModelSource;
+use candle_core::Device;
+use common::{bin, repo};
+use serde::Deserialize;
+
+/// End to end through the model: float32 attention from two implementations.
+const END_TO_END: f64 = 1e-5;
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    model: String,
+    prompt: String,
+    generate: usize,
+}
+
+#[derive(Deserialize)]
+struct Fixture {
+    prompt_ids: Vec<u32>,
+    generated_ids: Vec<u32>,
+    generated_tokens: Vec<String>,
+    layers: usize,
+    heads: usize,
+    relevance: CausalRelevance,
+}
+
+fn read<T: for<'a> Deserialize<'a>>(file: &str) -> T {
+    let path = repo().join("tests/fixtures/causal/llm").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn assert_close(name: &str, got: &CausalRelevance, want: &CausalRelevance) {
+    let pairs = [
+        ("raw", Some(&got.raw), Some(&want.raw)),
+        ("rollout", Some(&got.rollout), Some(&want.rollout)),
+        (
+            "rollout_corrected",
+            got.rollout_corrected.as_ref(),
+            want.rollout_corrected.as_ref(),
+        ),
+        ("flow", got.flow.as_ref(), want.flow.as_ref()),
+    ];
+    for (method, g, w) in pairs {
+        let (g, w) = (g.expect(method), w.expect(method));
+        assert_eq!(g.len(), w.len(), "{name}: {method} generated tokens");
+        for (k, (gk, wk)) in g.iter().zip(w).enumerate() {
+            assert_eq!(gk.len(), wk.len(), "{name}: {method} prompt tokens");
+            for (j, (gj, wj)) in gk.iter().zip(wk).enumerate() {
+                assert_eq!(gj.len(), wj.len(), "{name}: {method} layers");
+                for (l, (a, b)) in gj.iter().zip(wj).enumerate() {
+                    assert!(
+                        (a - b).abs() <= END_TO_END,
+                        "{name}: {method}[{k}][{j}][{l}] = {a} vs reference {b}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn llama_qwen2_mistral_match_transformers() {
+    let cases: Vec<Case> = read("cases.json");
+    for case in cases {
+        let source = ModelSource::Folder(repo().join("models").join(&case.model));
+        let explainer = CausalExplainer::load(&source, &Device::Cpu).unwrap();
+        let want: Fixture = read(&format!("{}.json", case.name));
+        let options = CausalOptions {
+            generate: case.generate,
+            methods: CausalMethods {
+                correction: true,
+                flow: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let got = explainer.explain(&case.prompt, &options).unwrap();
+        let name = &case.name;
+        assert_eq!(got.prompt_ids, want.prompt_ids, "{name}: prompt ids");
+        assert_eq!(got.generated_ids, want.generated_ids, "{name}: tokens");
+        assert_eq!(got.generated_tokens, want.generated_tokens, "{name}");
+        assert_eq!((got.layers, got.heads), (want.layers, want.heads), "{name}");
+        assert_close(name, &got.relevance, &want.relevance);
+    }
+}
+
+#[test]
+fn the_command_line_runs_every_family_with_every_option() {
+    let dir = tempfile::tempdir().unwrap();
+    for model in ["tiny-llama", "tiny-qwen2", "tiny-mistral"] {
+        let html = dir.path().join(format!("{model}.html"));
+        let svg = dir.path().join(format!("{model}.svg"));
+        let output = bin()
+            .arg("--model")
+            .arg(repo().join("models").join(model))
+            .args(["--json", "--generate", "5", "--sample", "--seed", "7"])
+            .args(["--correction", "--flow", "--skip-common", "--html"])
+            .arg(&html)
+            .arg("--figure")
+            .arg(&svg)
+            .arg("The keys to the cabinet")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{model}: {stderr}");
+        let report: bert_explain::causal::CausalReport =
+            serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report.generated_ids.len(), 5, "{model}");
+        assert_eq!(report.generation.seed, Some(7));
+        assert_eq!(report.relevance.flow.as_ref().unwrap().len(), 5);
+        assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+        assert!(std::fs::metadata(&svg).unwrap().len() > 0);
+    }
+}
