@@ -2,14 +2,15 @@
 //! (scripts/reference/causal_llm_reference.py): models/tiny-llama (sharded, GQA, llama3 rope
 //! scaling), tiny-qwen2 (bf16, q/k/v biases, tied) and tiny-mistral (sliding window 4, linear
 //! rope scaling) generate the same greedy tokens, with raw attention, rollout, corrected rollout
-//! and flow to 1e-5; and the command line runs them end to end.
+//! and flow to 1e-5; and the command line runs them end to end. On real weights: IgLM, a
+//! GPT-2 over antibody sequences (PyPI iglm==0.1.0, fetched at test time, never committed).
 
 mod common;
 
 use bert_explain::causal::{CausalExplainer, CausalMethods, CausalOptions, CausalRelevance};
 use bert_explain::ModelSource;
 use candle_core::Device;
-use common::{bin, repo};
+use common::{bin, real_model, repo};
 use serde::Deserialize;
 
 /// End to end through the model: float32 attention from two implementations.
@@ -34,7 +35,7 @@ struct Fixture {
 }
 
 fn read<T: for<'a> Deserialize<'a>>(file: &str) -> T {
-    let path = repo().join("tests/fixtures/causal/llm").join(file);
+    let path = repo().join("tests/fixtures/causal").join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     serde_json::from_str(&text).unwrap()
 }
@@ -68,13 +69,13 @@ fn assert_close(name: &str, got: &CausalRelevance, want: &CausalRelevance) {
     }
 }
 
-#[test]
-fn llama_qwen2_mistral_match_transformers() {
-    let cases: Vec<Case> = read("cases.json");
+/// Every case of `tests/fixtures/causal/<dir>/cases.json`, its model in `models`.
+fn check_cases(dir: &str, models: &std::path::Path) {
+    let cases: Vec<Case> = read(&format!("{dir}/cases.json"));
     for case in cases {
-        let source = ModelSource::Folder(repo().join("models").join(&case.model));
+        let source = ModelSource::Folder(models.join(&case.model));
         let explainer = CausalExplainer::load(&source, &Device::Cpu).unwrap();
-        let want: Fixture = read(&format!("{}.json", case.name));
+        let want: Fixture = read(&format!("{dir}/{}.json", case.name));
         let options = CausalOptions {
             generate: case.generate,
             methods: CausalMethods {
@@ -92,6 +93,19 @@ fn llama_qwen2_mistral_match_transformers() {
         assert_eq!((got.layers, got.heads), (want.layers, want.heads), "{name}");
         assert_close(name, &got.relevance, &want.relevance);
     }
+}
+
+#[test]
+fn llama_qwen2_mistral_match_transformers() {
+    check_cases("llm", &repo().join("models"));
+}
+
+/// GPT-2 parity on real weights: IgLM continues a human heavy chain as transformers does
+/// (its prompt: chain and species tags, then one token per amino acid).
+#[test]
+fn iglm_matches_transformers_on_real_weights() {
+    let dir = real_model("iglm-gpt2");
+    check_cases("real", dir.parent().unwrap());
 }
 
 #[test]

@@ -9,8 +9,9 @@ for any AutoModelForCausalLM folder, float32, eager attention:
                output_attentions (grouped-query heads come out expanded to the query heads;
                sliding windows masked); for GPT-2 and Llama it is checked against the
                per-step attentions of generate() with its KV cache
-  tokenizer    tokenizer.json alone (PreTrainedTokenizerFast), no chat template; a case may
-               give "prompt_ids" instead (IgLM's tokenizer is a plain vocabulary)
+  tokenizer    tokenizer.json alone (PreTrainedTokenizerFast), no chat template; IgLM's
+               prompt ids come from its vocab.txt, token by token
+               as IgLM builds them ([chain, species] + list(sequence))
 
 Usage:
   causal_llm_reference.py --fixtures      regenerate tests/fixtures/causal/llm/ from its cases.json
@@ -64,9 +65,19 @@ def generate(tok, model, ids, n):
     return ids, m, att
 
 
-def explain(folder, prompt, n, prompt_ids=None, attention_out=None):
+def iglm_ids(folder, iglm):
+    """IgLM's own prompt: [chain, species] + list(sequence), each token's line in vocab.txt (what
+    IgLM's BertTokenizerFast.convert_tokens_to_ids gives; transformers 5's BertTokenizerFast
+    no longer reads a vocab_file)."""
+    with open(os.path.join(folder, "vocab.txt")) as f:
+        vocab = {t: i for i, t in enumerate(f.read().split())}
+    tokens = [iglm["chain"], iglm["species"]] + list(iglm["sequence"])
+    return [vocab[t] for t in tokens]
+
+
+def explain(folder, prompt, n, iglm=None, attention_out=None):
     tok, model = load(folder)
-    ids = prompt_ids if prompt_ids is not None else tok(prompt)["input_ids"]
+    ids = iglm_ids(folder, iglm) if iglm else tok(prompt)["input_ids"]
     ids, m, att = generate(tok, model, ids, n)
     g = len(ids) - m
     L = att.shape[0]
@@ -118,7 +129,7 @@ def fixtures(subdir, models_dir):
         cases = json.load(f)
     for case in cases:
         folder = os.path.join(models_dir, case["model"])
-        report = explain(folder, case["prompt"], case["generate"], case.get("prompt_ids"))
+        report = explain(folder, case["prompt"], case["generate"], case.get("iglm"))
         write(out, case["name"], report)
 
 
