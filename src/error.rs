@@ -171,10 +171,10 @@ pub enum Error {
     #[error("{path} describes a {found:?} model, but generation needs a causal language model (model_type \"gpt2\", \"llama\", \"qwen2\" or \"mistral\"); pick one of those")]
     NotCausal { path: PathBuf, found: String },
 
-    #[error("{option} applies to causal language models (GPT-2), but {model} is a BERT model; leave {option} out, or pass a GPT-2 checkpoint with --model")]
+    #[error("{option} applies to causal language models (GPT-2, Llama, Qwen2, Mistral), but {model} is a BERT model; leave {option} out, or pass a causal checkpoint with --model")]
     CausalOptionForBert { option: String, model: String },
 
-    #[error("{option} applies to BERT models, but {model} is a GPT-2 model (the text is a prompt to continue); leave {option} out")]
+    #[error("{option} applies to BERT models, but {model} is a causal language model (the text is a prompt to continue); leave {option} out")]
     BertOptionForCausal { option: String, model: String },
 
     #[error("cannot read {path} as a causal LM config (GPT-2, Llama, Qwen2 or Mistral): {message}; check that it is a valid config.json of that family")]
