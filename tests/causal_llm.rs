@@ -10,7 +10,7 @@ mod common;
 use bert_explain::causal::{CausalExplainer, CausalMethods, CausalOptions, CausalRelevance};
 use bert_explain::ModelSource;
 use candle_core::Device;
-use common::{bin, real_model, repo};
+use common::{bin, fails, real_model, repo};
 use serde::Deserialize;
 
 /// End to end through the model: float32 attention from two implementations.
@@ -135,4 +135,67 @@ fn the_command_line_runs_every_family_with_every_option() {
         assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
         assert!(std::fs::metadata(&svg).unwrap().len() > 0);
     }
+}
+
+/// A scratch copy of models/`model` with config.json edited by `edit` and the files named in
+/// `leave_out` left out.
+fn broken(
+    model: &str,
+    edit: &dyn Fn(&mut serde_json::Value),
+    leave_out: &[&str],
+) -> tempfile::TempDir {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
+    for entry in std::fs::read_dir(repo().join("models").join(model)).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        if !leave_out.iter().any(|l| name == *l) {
+            std::fs::copy(&path, dir.join(name)).unwrap();
+        }
+    }
+    let path = dir.join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut config);
+    std::fs::write(&path, config.to_string()).unwrap();
+    scratch
+}
+
+fn arg(dir: &tempfile::TempDir) -> String {
+    dir.path().display().to_string()
+}
+
+#[test]
+fn unsupported_configs_and_broken_shards_are_named() {
+    let prompt = "The keys";
+    let yarn = broken(
+        "tiny-mistral",
+        &|c| c["rope_parameters"]["rope_type"] = "yarn".into(),
+        &[],
+    );
+    fails(
+        &["--model", &arg(&yarn), prompt],
+        1,
+        &["\"yarn\"", "config.json"],
+    );
+    let groups = broken("tiny-llama", &|c| c["num_key_value_heads"] = 3.into(), &[]);
+    fails(
+        &["--model", &arg(&groups), prompt],
+        1,
+        &["num_key_value_heads 3"],
+    );
+    let gelu = broken("tiny-qwen2", &|c| c["hidden_act"] = "gelu".into(), &[]);
+    fails(&["--model", &arg(&gelu), prompt], 1, &["hidden_act"]);
+    let untied = broken(
+        "tiny-qwen2",
+        &|c| c["tie_word_embeddings"] = false.into(),
+        &[],
+    );
+    fails(&["--model", &arg(&untied), prompt], 1, &["lm_head.weight"]);
+    let shard = broken("tiny-llama", &|_| {}, &["model-00002-of-00003.safetensors"]);
+    fails(
+        &["--model", &arg(&shard), prompt],
+        1,
+        &["model-00002-of-00003.safetensors"],
+    );
 }
