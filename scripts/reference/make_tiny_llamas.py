@@ -6,7 +6,9 @@ tokenizer.json (no chat template: the prompt is encoded as it is):
 
   tiny-llama    LlamaForCausalLM, 3 layers, 4 query heads over 2 key/value heads (GQA),
                 rope_theta 500000 with llama3 rope scaling (original context 16, so it matters),
-                untied lm_head, saved SHARDED (model.safetensors.index.json + shards)
+                untied lm_head, saved SHARDED (model.safetensors.index.json + shards); its
+                tokenizer.json prepends a BOS token as Llama 3's does (post-processor
+                Sequence[ByteLevel, TemplateProcessing])
   tiny-qwen2    Qwen2ForCausalLM (q/k/v biases), tied embeddings, rope_theta 1e6, saved in bf16
   tiny-mistral  MistralForCausalLM, one key/value head, sliding_window 4, linear rope scaling 2
 
@@ -53,7 +55,7 @@ def models(vocab, eos):
                             tie_word_embeddings=False,
                             rope_parameters={"rope_type": "linear", "rope_theta": 10000.0,
                                              "factor": 2.0})
-    return [("tiny-llama", LlamaForCausalLM, llama, dict(max_shard_size="100KB")),
+    return [("tiny-llama", LlamaForCausalLM, llama, dict(max_shard_size="100KB", bos=True)),
             ("tiny-qwen2", Qwen2ForCausalLM, qwen2, dict(dtype=torch.bfloat16)),
             ("tiny-mistral", MistralForCausalLM, mistral, {})]
 
@@ -71,8 +73,17 @@ def spread_init(model, generator):
                 p.copy_(0.4 * torch.randn(p.shape, generator=generator))
 
 
-def write_tokenizer(out):
-    shutil.copy(TOKENIZER, os.path.join(out, "tokenizer.json"))
+def write_tokenizer(out, bos=False):
+    if bos:
+        from tokenizers import Tokenizer, processors
+        tok = Tokenizer.from_file(TOKENIZER)
+        tok.post_processor = processors.Sequence([
+            tok.post_processor,
+            processors.TemplateProcessing(single=f"{EOS} $A", pair=f"{EOS} $A {EOS} $B",
+                                          special_tokens=[(EOS, tok.token_to_id(EOS))])])
+        tok.save(os.path.join(out, "tokenizer.json"))
+    else:
+        shutil.copy(TOKENIZER, os.path.join(out, "tokenizer.json"))
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": EOS,
                    "eos_token": EOS, "unk_token": EOS, "model_max_length": 64}, f, indent=1)
@@ -90,7 +101,7 @@ def build(folder, cls, config, save):
     if "dtype" in save:
         model = model.to(save["dtype"])
     model.save_pretrained(folder, max_shard_size=save.get("max_shard_size", "5GB"))
-    write_tokenizer(folder)
+    write_tokenizer(folder, save.get("bos", False))
     size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
     print(f"{os.path.basename(folder)}: {sorted(os.listdir(folder))}, {size / 1e6:.2f} MB",
           file=sys.stderr)
