@@ -130,6 +130,8 @@ fn the_command_line_runs_every_family_with_every_option() {
         let report: bert_explain::causal::CausalReport =
             serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(report.generated_ids.len(), 5, "{model}");
+        assert_eq!(report.family, model.trim_start_matches("tiny-"));
+        assert_eq!(report.task, "causal-lm");
         assert_eq!(report.generation.seed, Some(7));
         assert_eq!(report.relevance.flow.as_ref().unwrap().len(), 5);
         assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));

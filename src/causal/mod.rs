@@ -155,6 +155,8 @@ impl CausalExplainer {
         Ok(CausalReport {
             mode: "causal".into(),
             model: self.name.clone(),
+            family: self.model.model_type().into(),
+            task: "causal-lm".into(),
             device: device_name(&self.device).into(),
             prompt: prompt.into(),
             prompt_tokens,
