@@ -23,7 +23,7 @@ const WEIGHT_FILES: [&str; 3] = [
 ];
 const EOS: &str = "<|endoftext|>";
 
-/// The files of one GPT-2 checkpoint, found on disk (downloaded if needed).
+/// The files of one causal checkpoint, found on disk (downloaded if needed).
 #[derive(Debug, Clone)]
 pub struct CausalFiles {
     pub config: PathBuf,
@@ -179,13 +179,14 @@ fn vocab_merges(vocab: &Path, merges: &Path) -> Result<Tokenizer> {
     Ok(tokenizer)
 }
 
-/// A GPT-2 tokenizer: prompt to ids, ids back to text.
+/// A causal LM's tokenizer: prompt to ids, ids back to text.
 pub struct CausalTokenizer {
     inner: Tokenizer,
 }
 
 impl CausalTokenizer {
-    /// The ids of `text`, exactly as given (GPT-2 adds no special tokens).
+    /// The ids of `text`, exactly as given, with the special tokens the tokenizer's
+    /// post-processor adds (none for GPT-2; Llama 3's BOS).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let encoding = self
             .inner

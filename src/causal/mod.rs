@@ -1,5 +1,6 @@
-//! Causal language models (the GPT-2 family): which prompt tokens each generated token came
-//! from, by attention rollout and flow over the text generated so far (issue 6).
+//! Causal language models (GPT-2, and Llama, Qwen2, Mistral: issue 15): which prompt tokens
+//! each generated token came from, by attention rollout and flow over the text generated so
+//! far (issue 6). Any family behind [`CausalLm`] (src/model/causal.rs) works here.
 //!
 //! ```text
 //! prompt ─► ids ─► generate g tokens (greedy or seeded sampling, KV cache, every step's

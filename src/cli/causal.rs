@@ -1,5 +1,5 @@
-//! The causal-LM part of the command line: GPT-2 checkpoints (config.json model_type "gpt2")
-//! generate from the prompt and explain each generated token (issue 6).
+//! The causal-LM part of the command line: causal checkpoints (config.json model_type "gpt2",
+//! "llama", "qwen2" or "mistral") generate from the prompt and explain each generated token (issue 6).
 
 use std::io::Write;
 
@@ -11,7 +11,7 @@ use bert_explain::causal::{
 use bert_explain::report::{rasterise, Format, OutputFile};
 use bert_explain::{Error, Json, ModelSource, RelevanceOptions, Terminal};
 
-/// Options for causal language models (GPT-2); a GPT-2 `--model` selects this mode.
+/// Options for causal language models; a causal `--model` selects this mode.
 #[derive(clap::Args, Debug, Clone, Default)]
 #[command(
     next_help_heading = "Causal language models (GPT-2, Llama, Qwen2, Mistral: the text is the prompt)"
@@ -89,7 +89,7 @@ pub struct Printing {
     pub files: Vec<(OutputFile, Format)>,
 }
 
-/// Generates from `prompt` with the GPT-2 checkpoint `source` and explains each generated
+/// Generates from `prompt` with the causal checkpoint `source` and explains each generated
 /// token (the options were checked against the mode already).
 pub fn run(
     source: &ModelSource,
