@@ -240,4 +240,38 @@ mod tests {
         let shape = weights.get("a.weight", &[3, 2]).unwrap_err();
         assert!(shape.to_string().contains("shape [2, 3]"), "{shape}");
     }
+
+    #[test]
+    fn shards_in_half_precision_load_as_f32() {
+        let dir = tempfile::tempdir().unwrap();
+        let values = [1.5f32, -2.25, 0.125];
+        let tensor = Tensor::new(&values, &Device::Cpu).unwrap();
+        for (file, name, dtype) in [
+            ("a.safetensors", "x.weight", DType::F16),
+            ("b.safetensors", "y.weight", DType::BF16),
+        ] {
+            let t = tensor.to_dtype(dtype).unwrap();
+            candle_core::safetensors::save(&HashMap::from([(name, t)]), dir.path().join(file))
+                .unwrap();
+        }
+        let index = dir.path().join("model.safetensors.index.json");
+        let map = r#"{"weight_map": {"x.weight": "a.safetensors", "y.weight": "b.safetensors"}}"#;
+        std::fs::write(&index, map).unwrap();
+        assert_eq!(
+            shard_names(&index).unwrap(),
+            ["a.safetensors", "b.safetensors"]
+        );
+        let weights = Weights::load(&index, &Device::Cpu, "").unwrap();
+        for name in ["x.weight", "y.weight"] {
+            let got: Vec<f32> = weights.get(name, &[3]).unwrap().to_vec1().unwrap();
+            assert_eq!(got, values);
+        }
+        std::fs::write(
+            &index,
+            r#"{"weight_map": {"x.weight": "../a.safetensors"}}"#,
+        )
+        .unwrap();
+        let err = Weights::load(&index, &Device::Cpu, "").err().unwrap();
+        assert!(err.to_string().contains("plain file name"), "{err}");
+    }
 }
