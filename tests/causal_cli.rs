@@ -209,14 +209,14 @@ fn bad_input_gets_clear_errors() {
 
 #[test]
 fn broken_or_foreign_checkpoints_are_named() {
-    let llama = copy_of_tiny(&[]);
-    let config = llama.path().join("config.json");
+    let falcon = copy_of_tiny(&[]);
+    let config = falcon.path().join("config.json");
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace("\"gpt2\"", "\"llama\"")).unwrap();
+    std::fs::write(&config, text.replace("\"gpt2\"", "\"falcon\"")).unwrap();
     fails(
-        &["--model", &llama.path().display().to_string(), PROMPT],
+        &["--model", &falcon.path().display().to_string(), PROMPT],
         1,
-        &["\"llama\"", "electra, gpt2"],
+        &["\"falcon\"", "electra, gpt2, llama, qwen2, mistral"],
     );
 
     let wide = copy_of_tiny(&[]);

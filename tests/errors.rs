@@ -146,11 +146,11 @@ fn config_of_another_architecture() {
     let dir = copy_of_tiny();
     let config = dir.path().join("config.json");
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace("\"bert\"", "\"llama\"")).unwrap();
+    std::fs::write(&config, text.replace("\"bert\"", "\"falcon\"")).unwrap();
     fails(
         &["--model", &arg(dir.path()), TEXT],
         1,
-        &["\"llama\"", "config.json"],
+        &["\"falcon\"", "config.json"],
     );
 }
 

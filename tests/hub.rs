@@ -190,3 +190,41 @@ fn unreachable_hub_is_a_clear_error() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn downloads_a_sharded_causal_checkpoint() {
+    // tiny-llama is sharded: hf-hub fetches config.json, tokenizer.json, finds no
+    // model.safetensors (404), then model.safetensors.index.json and the three shards it
+    // lists, each file asked for twice (metadata, then bytes).
+    let (endpoint, server) = serve_like_the_hub("tiny-llama", 13);
+    let home = tempfile::tempdir().unwrap();
+    let output = bin()
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("HF_HUB_CACHE")
+        .env("HF_HOME", home.path())
+        .env("HF_ENDPOINT", &endpoint)
+        .args([
+            "--model",
+            "test-org/sharded-llama",
+            "--json",
+            "--generate",
+            "8",
+        ])
+        .arg("The author talked to Sara about")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: bert_explain::causal::CausalReport =
+        serde_json::from_slice(&output.stdout).unwrap();
+    let path = repo().join("tests/fixtures/causal/llm/llama-author.json");
+    let fixture: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let want: Vec<u32> = serde_json::from_value(fixture["generated_ids"].clone()).unwrap();
+    assert_eq!(report.generated_ids, want);
+    assert_eq!(
+        server.join().unwrap(),
+        12,
+        "six files, each asked for twice"
+    );
+}

@@ -1,4 +1,5 @@
-//! A GPT-2 checkpoint's files (local folder or the Hub) and its byte-level BPE tokenizer.
+//! A causal checkpoint's files (local folder or the Hub; weights in one file or sharded) and
+//! its byte-level BPE tokenizer (tokenizer.json, or GPT-2's vocab.json + merges.txt).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,17 +8,22 @@ use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer};
 
-use crate::checkpoint::{HubRepo, ModelSource};
+use crate::checkpoint::{shard_names, HubRepo, ModelSource};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, TOKENIZER_LIMIT};
 use crate::model::config::model_type;
 use crate::model::family::is_causal_model_type;
 use crate::tokens::tokenizer_json;
 
-const WEIGHT_FILES: [&str; 2] = ["model.safetensors", "pytorch_model.bin"];
+/// One file, or the index of a sharded checkpoint (its shards beside it).
+const WEIGHT_FILES: [&str; 3] = [
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+];
 const EOS: &str = "<|endoftext|>";
 
-/// The files of one GPT-2 checkpoint, found on disk (downloaded if needed).
+/// The files of one causal checkpoint, found on disk (downloaded if needed).
 #[derive(Debug, Clone)]
 pub struct CausalFiles {
     pub config: PathBuf,
@@ -60,10 +66,16 @@ impl CausalFiles {
                         _ => return Err(json_error),
                     },
                 };
+                let weights = hub.first_of(&WEIGHT_FILES)?;
+                if weights.to_string_lossy().ends_with(".index.json") {
+                    for shard in shard_names(&weights)? {
+                        hub.file(&shard)?;
+                    }
+                }
                 Ok(Self {
                     config: hub.file("config.json")?,
                     tokenizer,
-                    weights: hub.first_of(&WEIGHT_FILES)?,
+                    weights,
                 })
             }
         }
@@ -104,7 +116,7 @@ impl CausalFiles {
             .ok_or_else(|| {
                 missing(
                     "model.safetensors",
-                    "model.safetensors or pytorch_model.bin",
+                    "model.safetensors, model.safetensors.index.json with its shards, or pytorch_model.bin",
                 )
             })?;
         Ok(Self {
@@ -167,13 +179,14 @@ fn vocab_merges(vocab: &Path, merges: &Path) -> Result<Tokenizer> {
     Ok(tokenizer)
 }
 
-/// A GPT-2 tokenizer: prompt to ids, ids back to text.
+/// A causal LM's tokenizer: prompt to ids, ids back to text.
 pub struct CausalTokenizer {
     inner: Tokenizer,
 }
 
 impl CausalTokenizer {
-    /// The ids of `text`, exactly as given (GPT-2 adds no special tokens).
+    /// The ids of `text`, exactly as given, with the special tokens the tokenizer's
+    /// post-processor adds (none for GPT-2; Llama 3's BOS).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let encoding = self
             .inner

@@ -3,9 +3,9 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use super::{Gpt2, KvCache};
 use crate::attention::AttentionStack;
 use crate::error::{Error, Result};
+use crate::model::causal::{CausalLm, KvCache};
 use crate::model::Keep;
 
 /// How the next token is chosen.
@@ -30,13 +30,13 @@ pub struct Generation {
 }
 
 /// Generates up to `count` (≥ 1) tokens after `prompt` (≥ 1 tokens, with
-/// `prompt.len() + count ≤` the model's positions), stopping after `eos` if it comes.
+/// `prompt.len() + count ≤` the model's positions), stopping after one of the model's
+/// end-of-text ids if it comes.
 pub fn generate(
-    model: &Gpt2,
+    model: &dyn CausalLm,
     prompt: &[u32],
     count: usize,
     decoding: Decoding,
-    eos: Option<u32>,
     device: &Device,
 ) -> Result<Generation> {
     let mut cache = KvCache::default();
@@ -49,7 +49,7 @@ pub fn generate(
     let mut ids = Vec::with_capacity(count);
     loop {
         let input = Tensor::new(feed.as_slice(), device)?.unsqueeze(0)?;
-        let step = model.forward(&input, &mut cache, Keep::default())?;
+        let step = model.step(&input, &mut cache, Keep::default())?;
         steps.push(step.attentions());
         let logits: Vec<f32> = step.logits.to_dtype(DType::F32)?.to_vec1()?;
         if logits.iter().any(|l| !l.is_finite()) {
@@ -62,7 +62,7 @@ pub fn generate(
             Decoding::Sample { temperature, .. } => sample(&logits, temperature, rng.next_unit()),
         };
         ids.push(next);
-        let stopped_at_eos = Some(next) == eos;
+        let stopped_at_eos = model.eos().contains(&next);
         if stopped_at_eos || ids.len() == count {
             let attention = assemble(&steps, prompt.len() + ids.len() - 1)?;
             return Ok(Generation {

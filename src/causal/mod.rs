@@ -1,5 +1,6 @@
-//! Causal language models (the GPT-2 family): which prompt tokens each generated token came
-//! from, by attention rollout and flow over the text generated so far (issue 6).
+//! Causal language models (GPT-2, and Llama, Qwen2, Mistral: issue 15): which prompt tokens
+//! each generated token came from, by attention rollout and flow over the text generated so
+//! far (issue 6). Any family behind [`CausalLm`] (src/model/causal.rs) works here.
 //!
 //! ```text
 //! prompt ─► ids ─► generate g tokens (greedy or seeded sampling, KV cache, every step's
@@ -18,7 +19,8 @@ pub mod report;
 
 use candle_core::Device;
 
-pub use crate::model::families::gpt2::{Gpt2, Gpt2Config, KvCache, StepOutput};
+pub use crate::model::causal::{load_causal, CausalDims, CausalLm, KvCache, StepOutput};
+pub use crate::model::families::gpt2::{Gpt2, Gpt2Config};
 pub use figure::{causal_figure, causal_html};
 pub use files::{is_causal, CausalFiles, CausalTokenizer};
 pub use generate::{argmax, generate, sample, Decoding, Generation};
@@ -56,34 +58,33 @@ impl Default for CausalOptions {
     }
 }
 
-/// A loaded GPT-2 checkpoint, ready to explain any number of prompts.
+/// A loaded causal checkpoint (any family of [`CausalLm`]), ready to explain any number of
+/// prompts.
 pub struct CausalExplainer {
     name: String,
     device: Device,
-    config: Gpt2Config,
     tokenizer: CausalTokenizer,
-    model: Gpt2,
+    model: Box<dyn CausalLm>,
 }
 
 impl CausalExplainer {
-    /// Finds (downloading if needed) and loads a GPT-2 checkpoint onto `device`.
+    /// Finds (downloading if needed) and loads a causal checkpoint onto `device`.
     pub fn load(source: &ModelSource, device: &Device) -> Result<Self> {
         let files = CausalFiles::locate(source)?;
-        let config = Gpt2Config::load(&files.config)?;
         let tokenizer = files.load_tokenizer()?;
         let weights = Weights::load(&files.weights, device, "")?;
-        let model = Gpt2::load(&weights, &config)?;
+        let model = load_causal(&files.config, &weights)?;
         Ok(Self {
             name: source.to_string(),
             device: device.clone(),
-            config,
             tokenizer,
             model,
         })
     }
 
-    pub fn config(&self) -> &Gpt2Config {
-        &self.config
+    /// The loaded model.
+    pub fn model(&self) -> &dyn CausalLm {
+        self.model.as_ref()
     }
 
     /// Generates from `prompt` and explains every generated token.
@@ -95,11 +96,12 @@ impl CausalExplainer {
             return Err(Error::NothingToGenerate);
         }
         let prompt_ids = self.tokenizer.encode(prompt)?;
-        let max = self.config.n_positions;
+        let dims = self.model.dims();
+        let max = dims.max_positions;
         if prompt_ids.is_empty() {
             return Err(Error::EmptyPrompt);
         }
-        let rows = self.config.vocab_size;
+        let rows = dims.vocab_size;
         if let Some(&id) = prompt_ids.iter().find(|&&id| id as usize >= rows) {
             return Err(Error::TokenOutsideEmbeddings {
                 token: self.tokenizer.decode(&[id])?,
@@ -121,11 +123,10 @@ impl CausalExplainer {
             });
         }
         let generation = generate(
-            &self.model,
+            self.model.as_ref(),
             &prompt_ids,
             options.generate,
             options.decoding,
-            self.config.eos_token_id,
             &self.device,
         )?;
         let m = prompt_ids.len();
@@ -155,6 +156,8 @@ impl CausalExplainer {
         Ok(CausalReport {
             mode: "causal".into(),
             model: self.name.clone(),
+            family: self.model.model_type().into(),
+            task: "causal-lm".into(),
             device: device_name(&self.device).into(),
             prompt: prompt.into(),
             prompt_tokens,

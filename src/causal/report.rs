@@ -11,6 +11,12 @@ use super::relevance::CausalRelevance;
 pub struct CausalReport {
     pub mode: String,
     pub model: String,
+    /// The family's `model_type` ("gpt2", "llama", "qwen2", "mistral"; SPEC §7, additive).
+    #[serde(default)]
+    pub family: String,
+    /// Always "causal-lm" (SPEC §7, additive).
+    #[serde(default)]
+    pub task: String,
     pub device: String,
     pub prompt: String,
     /// The m prompt tokens, each as its own text (e.g. `" book"`).

@@ -39,7 +39,7 @@ impl HubRepo {
 
     /// The local path of `file`: from the cache when it is there, else downloaded with a
     /// progress bar on stderr (or an error when offline).
-    pub fn file(&self, file: &'static str) -> Result<PathBuf> {
+    pub fn file(&self, file: &str) -> Result<PathBuf> {
         if let Some(path) = self.cached(file) {
             return Ok(path);
         }
@@ -48,13 +48,13 @@ impl HubRepo {
                 model: self.id.clone(),
                 revision: self.revision.clone(),
                 cache: self.cache_dir.clone(),
-                file,
+                file: file.to_string(),
             });
         }
         let hub_error = |message: String| Error::Hub {
             model: self.id.clone(),
             revision: self.revision.clone(),
-            file,
+            file: file.to_string(),
             message,
         };
         let mut builder =

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use candle_core::Device;
 
 pub use hub::HubRepo;
-pub use weights::{WeightPath, Weights};
+pub use weights::{shard_names, WeightPath, Weights};
 
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};

@@ -1,5 +1,5 @@
-//! The causal-LM part of the command line: GPT-2 checkpoints (config.json model_type "gpt2")
-//! generate from the prompt and explain each generated token (issue 6).
+//! The causal-LM part of the command line: causal checkpoints (config.json model_type "gpt2",
+//! "llama", "qwen2" or "mistral") generate from the prompt and explain each generated token (issue 6).
 
 use std::io::Write;
 
@@ -11,9 +11,11 @@ use bert_explain::causal::{
 use bert_explain::report::{rasterise, Format, OutputFile};
 use bert_explain::{Error, Json, ModelSource, RelevanceOptions, Terminal};
 
-/// Options for causal language models (GPT-2); a GPT-2 `--model` selects this mode.
+/// Options for causal language models; a causal `--model` selects this mode.
 #[derive(clap::Args, Debug, Clone, Default)]
-#[command(next_help_heading = "Causal language models (GPT-2: the text is the prompt)")]
+#[command(
+    next_help_heading = "Causal language models (GPT-2, Llama, Qwen2, Mistral: the text is the prompt)"
+)]
 pub struct CausalArgs {
     /// How many tokens to generate after the prompt [default: 10]. Generation stops early at
     /// the end-of-text token.
@@ -87,7 +89,7 @@ pub struct Printing {
     pub files: Vec<(OutputFile, Format)>,
 }
 
-/// Generates from `prompt` with the GPT-2 checkpoint `source` and explains each generated
+/// Generates from `prompt` with the causal checkpoint `source` and explains each generated
 /// token (the options were checked against the mode already).
 pub fn run(
     source: &ModelSource,
@@ -103,7 +105,7 @@ pub fn run(
     if let Some(token) = args.figure_token.filter(|&k| k >= generate) {
         return Err(Error::FigureTokenOutOfRange { token, generate }.into());
     }
-    eprintln!("Loading {source} (GPT-2: generating from the prompt)");
+    eprintln!("Loading {source} (causal LM: generating from the prompt)");
     let explainer = CausalExplainer::load(source, device)?;
     let report = explainer.explain(prompt, &options)?;
     if let Decoding::Sample { seed, .. } = options.decoding {

@@ -3,8 +3,9 @@
 //! names, in the style of candle's `vb.pp(...)`) plus a few config defaults; adding one
 //! is one file in `families/` and one line in `FAMILIES`.
 
+use super::causal::causal_model_types;
 use super::config::{Activation, EncoderConfig};
-use super::families::{albert, bert, distilbert, electra, gpt2, roberta};
+use super::families::{albert, bert, distilbert, electra, roberta};
 
 /// The supported encoder families.
 const FAMILIES: [&Family; 5] = [
@@ -22,15 +23,12 @@ pub fn family_of(model_type: &str) -> Option<&'static Family> {
         .find(|f| f.model_types.contains(&model_type))
 }
 
-/// Whether `model_type` names a causal family (explained in causal mode).
-pub fn is_causal_model_type(model_type: &str) -> bool {
-    gpt2::MODEL_TYPES.contains(&model_type)
-}
+pub use super::causal::is_causal_model_type;
 
 /// Every supported `model_type`, for messages.
 pub fn supported_model_types() -> String {
     let encoders = FAMILIES.iter().flat_map(|f| f.model_types);
-    let names: Vec<&str> = encoders.chain(&gpt2::MODEL_TYPES).copied().collect();
+    let names: Vec<&str> = encoders.copied().chain(causal_model_types()).collect();
     names.join(", ")
 }
 

@@ -4,6 +4,7 @@
 //! tensor names) and the task head config.json asks for.
 
 pub(crate) mod attention;
+pub mod causal;
 mod classifier;
 pub mod config;
 mod embeddings;
@@ -12,6 +13,7 @@ pub mod family;
 mod layer;
 mod masked_lm;
 pub(crate) mod norm;
+mod rotary;
 
 use candle_core::{IndexOp, Tensor};
 

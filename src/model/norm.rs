@@ -1,5 +1,5 @@
-//! LayerNorm from plain tensor ops, so that gradients flow through it (candle-nn's fused
-//! kernel has no backward pass, and input gradients need one).
+//! LayerNorm and RMSNorm from plain tensor ops, so that gradients flow through them
+//! (candle-nn's fused kernels have no backward pass, and input gradients need one).
 
 use candle_core::{Tensor, D};
 
@@ -50,6 +50,28 @@ impl LayerNorm {
     }
 }
 
+/// RMSNorm (Zhang & Sennrich 2019) as Llama uses it: `weight` only, no centring, no bias.
+pub struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    pub fn load(vb: &WeightPath, size: usize, eps: f64) -> Result<Self> {
+        Ok(Self {
+            weight: vb.get("weight", &[size])?,
+            eps,
+        })
+    }
+
+    /// `x`: `[..., size]` → the same shape: x / sqrt(mean(x²) + eps) · weight.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mean_square = x.sqr()?.mean_keepdim(D::Minus1)?;
+        let normed = x.broadcast_div(&(mean_square + self.eps)?.sqrt()?)?;
+        Ok(normed.broadcast_mul(&self.weight)?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +107,25 @@ mod tests {
             assert!((p - q).abs() < 1e-6, "{a:?} vs {b:?}");
         }
         assert_eq!(ours.forward(&x).unwrap().dims(), &[1, 2, 4]);
+    }
+
+    #[test]
+    fn rms_norm_matches_candles_fused_kernel() {
+        let device = Device::Cpu;
+        let x = Tensor::new(&[[[1.0f32, -2.0, 0.5, 3.0], [0.0, 0.1, 0.2, 0.3]]], &device).unwrap();
+        let weight = Tensor::new(&[1.0f32, 0.5, 2.0, -1.0], &device).unwrap();
+        let ours = RmsNorm {
+            weight: weight.clone(),
+            eps: 1e-6,
+        };
+        let theirs = candle_nn::RmsNorm::new(weight, 1e-6);
+        let flat = |t: Tensor| -> Vec<f32> { t.flatten_all().unwrap().to_vec1().unwrap() };
+        let (a, b) = (
+            flat(ours.forward(&x).unwrap()),
+            flat(theirs.forward(&x).unwrap()),
+        );
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 1e-6, "{a:?} vs {b:?}");
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 use crate::model::attention::head_values;
+use crate::model::causal::{causal_mask, eos_ids, CausalDims, CausalLm, KvCache, StepOutput};
 use crate::model::norm::LayerNorm;
 use crate::model::{activate, Activation, Keep, LayerInternals, LayerTrace};
 
@@ -40,8 +41,8 @@ pub struct Gpt2Config {
     pub scale_attn_weights: bool,
     #[serde(default)]
     pub scale_attn_by_inverse_layer_idx: bool,
-    #[serde(default)]
-    pub eos_token_id: Option<u32>,
+    #[serde(default, deserialize_with = "eos_ids")]
+    pub eos_token_id: Vec<u32>,
 }
 
 fn default_activation() -> Activation {
@@ -122,46 +123,7 @@ pub struct Gpt2 {
     ln_f: LayerNorm,
     /// `[vocab, n_embd]`.
     lm_head: Tensor,
-}
-
-/// The keys and values of the positions seen so far, one entry per layer.
-#[derive(Default)]
-pub struct KvCache {
-    /// Per layer: keys and values, each `[1, heads, seen, head_size]`.
-    layers: Vec<Option<(Tensor, Tensor)>>,
-}
-
-impl KvCache {
-    /// How many positions the cache holds.
-    pub fn len(&self) -> usize {
-        match self.layers.first() {
-            Some(Some((k, _))) => k.dims()[2],
-            _ => 0,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// What one forward step yields.
-pub struct StepOutput {
-    /// `[vocab]`: the next-token logits at the last fed position.
-    pub logits: Tensor,
-    /// One trace per layer, first layer first. Its probabilities are `[1, heads, q, seen + q]`:
-    /// the attention rows of the `q` fed positions over every position so far (zero where
-    /// the mask hides); with `keep.internals` its head values cover all `seen + q`
-    /// positions, its input the `q` fed ones, and it has no norm after attention (GPT-2's
-    /// norms come before).
-    pub layers: Vec<LayerTrace>,
-}
-
-impl StepOutput {
-    /// One `[1, heads, q, seen + q]` tensor per layer.
-    pub fn attentions(&self) -> Vec<Tensor> {
-        self.layers.iter().map(|l| l.probs.clone()).collect()
-    }
+    config: Gpt2Config,
 }
 
 impl Gpt2 {
@@ -189,6 +151,7 @@ impl Gpt2 {
             blocks,
             ln_f: layer_norm(&root.pp("ln_f"), config)?,
             lm_head,
+            config: config.clone(),
         })
     }
 
@@ -212,6 +175,29 @@ impl Gpt2 {
         let last = self.ln_f.forward(&x.i((0, q - 1..q))?)?;
         let logits = last.matmul(&self.lm_head.t()?)?.squeeze(0)?;
         Ok(StepOutput { logits, layers })
+    }
+}
+
+impl CausalLm for Gpt2 {
+    fn model_type(&self) -> &'static str {
+        "gpt2"
+    }
+
+    fn dims(&self) -> CausalDims {
+        CausalDims {
+            vocab_size: self.config.vocab_size,
+            max_positions: self.config.n_positions,
+            layers: self.config.n_layer,
+            heads: self.config.n_head,
+        }
+    }
+
+    fn eos(&self) -> &[u32] {
+        &self.config.eos_token_id
+    }
+
+    fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput> {
+        self.forward(ids, cache, keep)
     }
 }
 
@@ -319,7 +305,7 @@ impl CausalSelfAttention {
         }
         *kv = Some((key.clone(), value.clone()));
         let scores = (query.matmul(&key.t()?.contiguous()?)? * self.scale)?;
-        let scores = match causal_mask(q, seen, x.device())? {
+        let scores = match causal_mask(q, seen, None, x.device())? {
             Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
             None => scores,
         };
@@ -330,19 +316,6 @@ impl CausalSelfAttention {
             .reshape((batch, q, e))?;
         Ok((self.c_proj.forward(&context)?, probs, value))
     }
-}
-
-/// `[q, seen + q]`: 0 where row `seen + i` may look (columns ≤ `seen + i`), −∞ elsewhere;
-/// `None` for a single new position, which may look everywhere.
-fn causal_mask(q: usize, seen: usize, device: &candle_core::Device) -> Result<Option<Tensor>> {
-    if q == 1 {
-        return Ok(None);
-    }
-    let width = seen + q;
-    let mask: Vec<f32> = (0..q)
-        .flat_map(|i| (0..width).map(move |j| if j > seen + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Ok(Some(Tensor::from_vec(mask, (q, width), device)?))
 }
 
 /// A transformers `Conv1D`: `weight` stored `[in, out]` (the transpose of a `Linear`'s).
@@ -384,19 +357,5 @@ mod tests {
         );
         let err = Gpt2Config::load(&write(dir.path(), r#"{"model_type": "bert"}"#)).unwrap_err();
         assert!(matches!(err, Error::NotCausal { ref found, .. } if found == "bert"));
-    }
-
-    #[test]
-    fn mask_hides_the_future_only() {
-        let mask = causal_mask(2, 1, &candle_core::Device::Cpu)
-            .unwrap()
-            .unwrap();
-        assert_eq!(mask.dims(), &[2, 3]);
-        let rows: Vec<Vec<f32>> = mask.to_vec2().unwrap();
-        assert_eq!(rows[0], [0.0, 0.0, f32::NEG_INFINITY]);
-        assert_eq!(rows[1], [0.0, 0.0, 0.0]);
-        assert!(causal_mask(1, 5, &candle_core::Device::Cpu)
-            .unwrap()
-            .is_none());
     }
 }

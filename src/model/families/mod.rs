@@ -6,4 +6,5 @@ pub mod bert;
 pub mod distilbert;
 pub mod electra;
 pub mod gpt2;
+pub mod llama;
 pub mod roberta;

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Make models/tiny-{llama,qwen2,mistral}/: tiny random decoders for the causal-LM tests (issue 15).
+
+Deterministic (fixed seed), each well under 1 MB, all with models/tiny-gpt2's byte-level BPE
+tokenizer.json (no chat template: the prompt is encoded as it is):
+
+  tiny-llama    LlamaForCausalLM, 3 layers, 4 query heads over 2 key/value heads (GQA),
+                rope_theta 500000 with llama3 rope scaling (original context 16, so it matters),
+                untied lm_head, saved SHARDED (model.safetensors.index.json + shards); its
+                tokenizer.json prepends a BOS token as Llama 3's does (post-processor
+                Sequence[ByteLevel, TemplateProcessing])
+  tiny-qwen2    Qwen2ForCausalLM (q/k/v biases), tied embeddings, rope_theta 1e6, saved in bf16
+  tiny-mistral  MistralForCausalLM, one key/value head, sliding_window 4, linear rope scaling 2
+
+Weights are drawn wide (std 0.4, embeddings 0.6, noisy RMSNorm weights) so that attention is
+peaked and greedy decoding has clear winners.
+
+  --big DIR     instead: a random ~100M-parameter Llama (not committed) for the memory numbers
+
+Usage: make_tiny_llamas.py [--out models]   (run with the reference venv's python)
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import torch
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOKENIZER = os.path.join(REPO, "models", "tiny-gpt2", "tokenizer.json")
+EOS = "<|endoftext|>"
+SEED = 15
+
+
+def common(vocab, eos):
+    return dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                num_attention_heads=4, max_position_embeddings=64, rms_norm_eps=1e-6,
+                bos_token_id=eos, eos_token_id=eos, pad_token_id=eos)
+
+
+def models(vocab, eos):
+    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                              Qwen2Config, Qwen2ForCausalLM)
+    llama = LlamaConfig(**common(vocab, eos), num_key_value_heads=2, tie_word_embeddings=False,
+                        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0,
+                                         "factor": 8.0, "low_freq_factor": 1.0,
+                                         "high_freq_factor": 4.0,
+                                         "original_max_position_embeddings": 16})
+    qwen2 = Qwen2Config(**common(vocab, eos), num_key_value_heads=2, tie_word_embeddings=True,
+                        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                        use_sliding_window=False)
+    mistral = MistralConfig(**common(vocab, eos), num_key_value_heads=1, sliding_window=4,
+                            tie_word_embeddings=False,
+                            rope_parameters={"rope_type": "linear", "rope_theta": 10000.0,
+                                             "factor": 2.0})
+    return [("tiny-llama", LlamaForCausalLM, llama, dict(max_shard_size="100KB", bos=True)),
+            ("tiny-qwen2", Qwen2ForCausalLM, qwen2, dict(dtype=torch.bfloat16)),
+            ("tiny-mistral", MistralForCausalLM, mistral, {})]
+
+
+def spread_init(model, generator):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.15 * torch.randn(p.shape, generator=generator))
+            elif name.endswith("embed_tokens.weight"):
+                p.copy_(0.6 * torch.randn(p.shape, generator=generator))
+            elif name.endswith("bias"):
+                p.copy_(0.2 * torch.randn(p.shape, generator=generator))
+            else:
+                p.copy_(0.4 * torch.randn(p.shape, generator=generator))
+
+
+def write_tokenizer(out, bos=False):
+    if bos:
+        from tokenizers import Tokenizer, processors
+        tok = Tokenizer.from_file(TOKENIZER)
+        tok.post_processor = processors.Sequence([
+            tok.post_processor,
+            processors.TemplateProcessing(single=f"{EOS} $A", pair=f"{EOS} $A {EOS} $B",
+                                          special_tokens=[(EOS, tok.token_to_id(EOS))])])
+        tok.save(os.path.join(out, "tokenizer.json"))
+    else:
+        shutil.copy(TOKENIZER, os.path.join(out, "tokenizer.json"))
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": EOS,
+                   "eos_token": EOS, "unk_token": EOS, "model_max_length": 64}, f, indent=1)
+        f.write("\n")
+
+
+def build(folder, cls, config, save):
+    if os.path.isdir(folder):
+        shutil.rmtree(folder)
+    os.makedirs(folder)
+    torch.manual_seed(SEED)
+    config._attn_implementation = "eager"
+    model = cls(config).eval()
+    spread_init(model, torch.Generator().manual_seed(SEED))
+    if "dtype" in save:
+        model = model.to(save["dtype"])
+    model.save_pretrained(folder, max_shard_size=save.get("max_shard_size", "5GB"))
+    write_tokenizer(folder, save.get("bos", False))
+    size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    print(f"{os.path.basename(folder)}: {sorted(os.listdir(folder))}, {size / 1e6:.2f} MB",
+          file=sys.stderr)
+    if size >= 1_000_000:
+        raise SystemExit(f"{folder} is {size} bytes, over 1 MB")
+
+
+def big(folder):
+    """A random Llama of about 100M parameters (hidden 768, 12 layers, 12 heads, 4 kv heads)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from tokenizers import Tokenizer
+    vocab = Tokenizer.from_file(TOKENIZER).get_vocab_size()
+    eos = Tokenizer.from_file(TOKENIZER).token_to_id(EOS)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=768, intermediate_size=3072,
+                         num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
+                         max_position_embeddings=1024, bos_token_id=eos, eos_token_id=[],
+                         tie_word_embeddings=False)
+    torch.manual_seed(SEED)
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    os.makedirs(folder, exist_ok=True)
+    model.save_pretrained(folder, max_shard_size="100MB")
+    write_tokenizer(folder)
+    print(f"big llama: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters",
+          file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(REPO, "models"))
+    ap.add_argument("--big")
+    args = ap.parse_args()
+    if args.big:
+        return big(args.big)
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(TOKENIZER)
+    vocab, eos = tok.get_vocab_size(), tok.token_to_id(EOS)
+    for name, cls, config, save in models(vocab, eos):
+        build(os.path.join(args.out, name), cls, config, save)
+
+
+if __name__ == "__main__":
+    main()

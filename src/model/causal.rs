@@ -1,0 +1,182 @@
+//! The causal-LM seam: one trait that every decoder family implements (a step over new ids
+//! with a key/value cache, keeping attention), and the registry that picks the family from
+//! config.json's `model_type`. Generation and the causal explainer know only this trait.
+
+use std::path::Path;
+
+use candle_core::Tensor;
+use serde::{Deserialize, Deserializer};
+
+use super::families::{gpt2, llama};
+use super::{Keep, LayerTrace};
+use crate::checkpoint::Weights;
+use crate::error::{Error, Result};
+
+/// The keys and values of the positions seen so far, one entry per layer.
+#[derive(Default)]
+pub struct KvCache {
+    /// Per layer: keys and values, each `[1, kv_heads, seen, head_size]`.
+    pub(crate) layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    /// How many positions the cache holds.
+    pub fn len(&self) -> usize {
+        match self.layers.first() {
+            Some(Some((k, _))) => k.dims()[2],
+            _ => 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What one forward step yields.
+pub struct StepOutput {
+    /// `[vocab]`: the next-token logits at the last fed position.
+    pub logits: Tensor,
+    /// One trace per layer, first layer first. Its probabilities are `[1, heads, q, seen + q]`
+    /// (grouped-query heads expanded to the query heads' count): the attention rows of the
+    /// `q` fed positions over every position so far (zero where the mask hides); with
+    /// `keep.internals` its head values cover all `seen + q` positions and its input the `q`
+    /// fed ones. Causal families are pre-norm: no norm after attention.
+    pub layers: Vec<LayerTrace>,
+}
+
+impl StepOutput {
+    /// One `[1, heads, q, seen + q]` tensor per layer.
+    pub fn attentions(&self) -> Vec<Tensor> {
+        self.layers.iter().map(|l| l.probs.clone()).collect()
+    }
+}
+
+/// The sizes generation and the explainer check input against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CausalDims {
+    pub vocab_size: usize,
+    /// The context: prompt plus generated tokens must fit.
+    pub max_positions: usize,
+    pub layers: usize,
+    /// Query heads (the count attention is reported with).
+    pub heads: usize,
+}
+
+/// A decoder with its language-model head, of any causal family.
+pub trait CausalLm: Send + Sync {
+    /// The family's main `model_type` ("gpt2", "llama", "qwen2", "mistral").
+    fn model_type(&self) -> &'static str;
+
+    fn dims(&self) -> CausalDims;
+
+    /// The ids that end generation (Llama 3 configs list several).
+    fn eos(&self) -> &[u32];
+
+    /// `ids`: `[1, q]` u32, the positions after those in `cache`, which this call extends.
+    fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput>;
+}
+
+/// Whether `model_type` names a causal family (explained in causal mode).
+pub fn is_causal_model_type(model_type: &str) -> bool {
+    gpt2::MODEL_TYPES.contains(&model_type) || llama::MODEL_TYPES.contains(&model_type)
+}
+
+/// Every causal `model_type`, for messages.
+pub fn causal_model_types() -> impl Iterator<Item = &'static str> {
+    gpt2::MODEL_TYPES.into_iter().chain(llama::MODEL_TYPES)
+}
+
+/// Reads config.json, picks the family by its `model_type` and builds the model.
+pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>> {
+    let found = super::config::model_type(config).unwrap_or_default();
+    if gpt2::MODEL_TYPES.contains(&found.as_str()) {
+        let gpt2_config = gpt2::Gpt2Config::load(config)?;
+        Ok(Box::new(gpt2::Gpt2::load(weights, &gpt2_config)?))
+    } else if llama::MODEL_TYPES.contains(&found.as_str()) {
+        let llama_config = llama::LlamaConfig::load(config)?;
+        Ok(Box::new(llama::Llama::load(weights, &llama_config)?))
+    } else {
+        Err(Error::NotCausal {
+            path: config.to_path_buf(),
+            found,
+        })
+    }
+}
+
+/// `[q, seen + q]`: 0 where row `seen + i` may look, −∞ where it may not: the future, and
+/// with a window w the positions w or more back (transformers' sliding-window overlay);
+/// `None` when nothing is hidden.
+pub(crate) fn causal_mask(
+    q: usize,
+    seen: usize,
+    window: Option<usize>,
+    device: &candle_core::Device,
+) -> Result<Option<Tensor>> {
+    let width = seen + q;
+    let hidden = |i: usize, j: usize| j > seen + i || window.is_some_and(|w| seen + i - j >= w);
+    let values: Vec<f32> = (0..q)
+        .flat_map(|i| (0..width).map(move |j| (i, j)))
+        .map(|(i, j)| if hidden(i, j) { f32::NEG_INFINITY } else { 0.0 })
+        .collect();
+    if values.iter().all(|v| *v == 0.0) {
+        return Ok(None);
+    }
+    Ok(Some(Tensor::from_vec(values, (q, width), device)?))
+}
+
+/// config.json's `eos_token_id`: absent, null, one id or a list of them.
+pub(crate) fn eos_ids<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Eos {
+        One(u32),
+        Many(Vec<u32>),
+    }
+    Ok(match Option::<Eos>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Eos::One(id)) => vec![id],
+        Some(Eos::Many(ids)) => ids,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Config {
+        #[serde(default, deserialize_with = "eos_ids")]
+        eos_token_id: Vec<u32>,
+    }
+
+    #[test]
+    fn eos_is_none_one_or_many() {
+        let eos = |text: &str| serde_json::from_str::<Config>(text).unwrap().eos_token_id;
+        assert_eq!(eos("{}"), Vec::<u32>::new());
+        assert_eq!(eos(r#"{"eos_token_id": null}"#), Vec::<u32>::new());
+        assert_eq!(eos(r#"{"eos_token_id": 7}"#), [7]);
+        assert_eq!(eos(r#"{"eos_token_id": [1, 2]}"#), [1, 2]);
+        assert!(is_causal_model_type("qwen2") && !is_causal_model_type("bert"));
+    }
+
+    #[test]
+    fn the_window_hides_positions_w_or_more_back() {
+        let device = candle_core::Device::Cpu;
+        let rows: Vec<Vec<f32>> = causal_mask(3, 0, Some(2), &device)
+            .unwrap()
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        let inf = f32::NEG_INFINITY;
+        assert_eq!(rows[2], [inf, 0.0, 0.0]);
+        assert_eq!(rows[0], [0.0, inf, inf]);
+        let step: Vec<Vec<f32>> = causal_mask(1, 4, Some(2), &device)
+            .unwrap()
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        assert_eq!(step[0], [inf, inf, inf, 0.0, 0.0]);
+        assert!(causal_mask(1, 4, None, &device).unwrap().is_none());
+    }
+}

@@ -1,0 +1,393 @@
+//! Llama (Touvron et al. 2023) and the decoders built like it, Qwen2 and Mistral: pre-RMSNorm
+//! blocks, rotary positions, grouped-query attention (kept per query head), SwiGLU, told apart
+//! by config.json alone (Qwen2's q/k/v biases, Mistral's sliding window). Tensor names are
+//! transformers' `model.layers.<i>.self_attn.q_proj` etc.
+
+use std::path::Path;
+
+use candle_core::{IndexOp, Module, Tensor, D};
+use candle_nn::{Embedding, Linear};
+use serde::Deserialize;
+
+use crate::checkpoint::{WeightPath, Weights};
+use crate::error::{Error, Result};
+use crate::input::{read_text_capped, METADATA_LIMIT};
+use crate::model::attention::head_values;
+use crate::model::causal::{causal_mask, eos_ids, CausalDims, CausalLm, KvCache, StepOutput};
+use crate::model::norm::RmsNorm;
+use crate::model::rotary::{rope_from_config, RopeScaling, Rotary};
+use crate::model::{Keep, LayerInternals, LayerTrace};
+
+/// The `model_type`s of this family.
+pub const MODEL_TYPES: [&str; 3] = ["llama", "qwen2", "mistral"];
+
+/// The parts of a Llama, Qwen2 or Mistral config.json that the forward pass needs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LlamaConfig {
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    /// Grouped-query attention: each key/value head serves heads / kv_heads query heads.
+    #[serde(default)]
+    pub num_key_value_heads: Option<usize>,
+    /// `None`: hidden_size / num_attention_heads.
+    #[serde(default)]
+    pub head_dim: Option<usize>,
+    #[serde(default = "default_rms_norm_eps")]
+    pub rms_norm_eps: f64,
+    pub max_position_embeddings: usize,
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    /// Llama: biases on q/k/v/o (Qwen2 always has q/k/v biases, never o).
+    #[serde(default)]
+    pub attention_bias: bool,
+    #[serde(default)]
+    pub mlp_bias: bool,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
+    /// Qwen2: the window applies only with this, to layers from max_window_layers on.
+    #[serde(default)]
+    pub use_sliding_window: bool,
+    #[serde(default)]
+    pub max_window_layers: Option<usize>,
+    /// transformers 5: per layer, "full_attention" or "sliding_attention".
+    #[serde(default)]
+    pub layer_types: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "eos_ids")]
+    pub eos_token_id: Vec<u32>,
+    #[serde(skip, default = "default_rope")]
+    pub rope: (f64, RopeScaling),
+}
+
+fn default_rms_norm_eps() -> f64 {
+    1e-6
+}
+
+fn default_act() -> String {
+    "silu".into()
+}
+
+fn default_rope() -> (f64, RopeScaling) {
+    (10_000.0, RopeScaling::None)
+}
+
+impl LlamaConfig {
+    /// Reads and checks a config.json of model_type "llama", "qwen2" or "mistral".
+    pub fn load(path: &Path) -> Result<Self> {
+        let bad = |message: String| Error::CausalConfig {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| bad(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let mut config: Self =
+            serde_json::from_value(value.clone()).map_err(|e| bad(e.to_string()))?;
+        config.rope = rope_from_config(&value).map_err(bad)?;
+        let (heads, kv) = (config.num_attention_heads, config.kv_heads());
+        if heads == 0 || config.num_hidden_layers == 0 || config.max_position_embeddings == 0 {
+            return Err(bad(
+                "num_attention_heads, num_hidden_layers and max_position_embeddings must be positive"
+                    .into(),
+            ));
+        }
+        if kv == 0 || !heads.is_multiple_of(kv) {
+            return Err(bad(format!(
+                "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
+            )));
+        }
+        if config.head_dim.is_none() && !config.hidden_size.is_multiple_of(heads) {
+            return Err(bad(format!(
+                "hidden_size {} is not a multiple of num_attention_heads {heads}",
+                config.hidden_size
+            )));
+        }
+        if !config.head_size().is_multiple_of(2) {
+            return Err(bad(format!(
+                "head_dim {} is odd; rotary positions need an even width",
+                config.head_size()
+            )));
+        }
+        if config.hidden_act != "silu" {
+            return Err(bad(format!(
+                "hidden_act {:?} is not supported (only \"silu\")",
+                config.hidden_act
+            )));
+        }
+        if !(config.rms_norm_eps > 0.0 && config.rms_norm_eps.is_finite()) {
+            return Err(bad(format!(
+                "rms_norm_eps {} is not a positive number",
+                config.rms_norm_eps
+            )));
+        }
+        if config.sliding_window == Some(0) {
+            return Err(bad("sliding_window must be positive or null".into()));
+        }
+        Ok(config)
+    }
+
+    pub fn kv_heads(&self) -> usize {
+        self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    /// The width of one attention head.
+    pub fn head_size(&self) -> usize {
+        self.head_dim
+            .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+    }
+
+    /// How far back layer `layer` may look (itself included), `None` for everywhere.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        let window = self.sliding_window?;
+        let windowed = match (&self.layer_types, self.model_type.as_str()) {
+            (Some(types), _) => types.get(layer).is_some_and(|t| t == "sliding_attention"),
+            (None, "qwen2") => {
+                self.use_sliding_window && layer >= self.max_window_layers.unwrap_or(0)
+            }
+            (None, "mistral") => true,
+            _ => false,
+        };
+        windowed.then_some(window)
+    }
+}
+
+/// A decoder with its language-model head (`lm_head.weight`, or the token embeddings when
+/// `tie_word_embeddings`).
+pub struct Llama {
+    embed_tokens: Embedding,
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    /// `[vocab, hidden]`.
+    lm_head: Tensor,
+    rotary: Rotary,
+    model_type: &'static str,
+    config: LlamaConfig,
+}
+
+impl Llama {
+    pub fn load(weights: &Weights, config: &LlamaConfig) -> Result<Self> {
+        let model = weights.pp("model");
+        let (h, vocab) = (config.hidden_size, config.vocab_size);
+        let embed = model.pp("embed_tokens").get("weight", &[vocab, h])?;
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| DecoderLayer::load(&model.pp("layers").pp(&i.to_string()), config, i))
+            .collect::<Result<Vec<_>>>()?;
+        let lm_head = match config.tie_word_embeddings {
+            true => embed.clone(),
+            false => weights.get("lm_head.weight", &[vocab, h])?,
+        };
+        let (theta, scaling) = &config.rope;
+        let rotary = Rotary::new(config.head_size(), *theta, scaling, embed.device())?;
+        Ok(Self {
+            embed_tokens: Embedding::new(embed, h),
+            layers,
+            norm: RmsNorm::load(&model.pp("norm"), h, config.rms_norm_eps)?,
+            lm_head,
+            rotary,
+            model_type: MODEL_TYPES
+                .into_iter()
+                .find(|t| *t == config.model_type)
+                .unwrap_or("llama"),
+            config: config.clone(),
+        })
+    }
+}
+
+impl CausalLm for Llama {
+    fn model_type(&self) -> &'static str {
+        self.model_type
+    }
+
+    fn dims(&self) -> CausalDims {
+        CausalDims {
+            vocab_size: self.config.vocab_size,
+            max_positions: self.config.max_position_embeddings,
+            layers: self.config.num_hidden_layers,
+            heads: self.config.num_attention_heads,
+        }
+    }
+
+    fn eos(&self) -> &[u32] {
+        &self.config.eos_token_id
+    }
+
+    fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput> {
+        let (_, q) = ids.dims2()?;
+        let seen = cache.len();
+        cache.layers.resize(self.layers.len(), None);
+        let rope = self.rotary.tables(seen, q)?;
+        let mut x = self.embed_tokens.forward(ids)?;
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            let (next, trace) = layer.forward(&x, kv, seen, &rope, keep)?;
+            x = next;
+            layers.push(trace);
+        }
+        let last = self.norm.forward(&x.i((0, q - 1..q))?)?;
+        let logits = last.matmul(&self.lm_head.t()?)?.squeeze(0)?;
+        Ok(StepOutput { logits, layers })
+    }
+}
+
+/// `model.layers.<i>.*`: RMSNorm, attention, residual; RMSNorm, SwiGLU MLP, residual.
+struct DecoderLayer {
+    input_layernorm: RmsNorm,
+    attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+}
+
+impl DecoderLayer {
+    fn load(vb: &WeightPath, config: &LlamaConfig, index: usize) -> Result<Self> {
+        let (h, inner, eps) = (
+            config.hidden_size,
+            config.intermediate_size,
+            config.rms_norm_eps,
+        );
+        let mlp = vb.pp("mlp");
+        let bias = config.mlp_bias;
+        Ok(Self {
+            input_layernorm: RmsNorm::load(&vb.pp("input_layernorm"), h, eps)?,
+            attn: Attention::load(&vb.pp("self_attn"), config, index)?,
+            post_attention_layernorm: RmsNorm::load(&vb.pp("post_attention_layernorm"), h, eps)?,
+            gate_proj: linear(&mlp.pp("gate_proj"), h, inner, bias)?,
+            up_proj: linear(&mlp.pp("up_proj"), h, inner, bias)?,
+            down_proj: linear(&mlp.pp("down_proj"), inner, h, bias)?,
+        })
+    }
+
+    /// `x`: `[1, q, hidden]` → (`[1, q, hidden]`, the layer's trace).
+    fn forward(
+        &self,
+        x: &Tensor,
+        kv: &mut Option<(Tensor, Tensor)>,
+        seen: usize,
+        rope: &(Tensor, Tensor),
+        keep: Keep,
+    ) -> Result<(Tensor, LayerTrace)> {
+        let normed = self.input_layernorm.forward(x)?;
+        let (attended, probs, value) = self.attn.forward(&normed, kv, seen, rope)?;
+        let internals = match keep.internals {
+            true => Some(LayerInternals {
+                input: x.clone(),
+                head_values: head_values(&value, self.attn.o_proj.weight())?,
+                norm_weight: None,
+                norm_scale: None,
+                output_bias: self.attn.o_proj.bias().cloned(),
+            }),
+            false => None,
+        };
+        let x = (x + attended)?;
+        let normed = self.post_attention_layernorm.forward(&x)?;
+        // SwiGLU (Shazeer 2020): down(silu(gate(x)) · up(x)).
+        let inner = (self.gate_proj.forward(&normed)?.silu()? * self.up_proj.forward(&normed)?)?;
+        let trace = LayerTrace {
+            probs,
+            probe: None,
+            internals,
+        };
+        Ok(((x + self.down_proj.forward(&inner)?)?, trace))
+    }
+}
+
+/// `self_attn.*`: q/k/v/o projections; keys and values have `kv_heads` heads.
+struct Attention {
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    heads: usize,
+    kv_heads: usize,
+    head_size: usize,
+    window: Option<usize>,
+}
+
+impl Attention {
+    fn load(vb: &WeightPath, config: &LlamaConfig, index: usize) -> Result<Self> {
+        let (h, d) = (config.hidden_size, config.head_size());
+        let (heads, kv_heads) = (config.num_attention_heads, config.kv_heads());
+        let qkv_bias = config.attention_bias || config.model_type == "qwen2";
+        Ok(Self {
+            q_proj: linear(&vb.pp("q_proj"), h, heads * d, qkv_bias)?,
+            k_proj: linear(&vb.pp("k_proj"), h, kv_heads * d, qkv_bias)?,
+            v_proj: linear(&vb.pp("v_proj"), h, kv_heads * d, qkv_bias)?,
+            o_proj: linear(&vb.pp("o_proj"), heads * d, h, config.attention_bias)?,
+            heads,
+            kv_heads,
+            head_size: d,
+            window: config.window(index),
+        })
+    }
+
+    /// `x`: `[1, q, hidden]` (normed) at positions `seen..seen + q` → (the projected output,
+    /// the probabilities `[1, heads, q, seen + q]`, the values expanded to the query heads
+    /// `[1, heads, seen + q, head_size]`).
+    fn forward(
+        &self,
+        x: &Tensor,
+        kv: &mut Option<(Tensor, Tensor)>,
+        seen: usize,
+        (cos, sin): &(Tensor, Tensor),
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let (batch, q, _) = x.dims3()?;
+        let split = |t: Tensor, heads: usize| -> Result<Tensor> {
+            Ok(t.reshape((batch, q, heads, self.head_size))?
+                .transpose(1, 2)?
+                .contiguous()?)
+        };
+        let query = split(self.q_proj.forward(x)?, self.heads)?;
+        let key = split(self.k_proj.forward(x)?, self.kv_heads)?;
+        let mut value = split(self.v_proj.forward(x)?, self.kv_heads)?;
+        let query = Rotary::apply(&query, cos, sin)?;
+        let mut key = Rotary::apply(&key, cos, sin)?;
+        if let Some((past_k, past_v)) = kv.as_ref() {
+            key = Tensor::cat(&[past_k, &key], 2)?;
+            value = Tensor::cat(&[past_v, &value], 2)?;
+        }
+        *kv = Some((key.clone(), value.clone()));
+        let (key, value) = (self.expand(&key)?, self.expand(&value)?);
+        let scale = 1.0 / (self.head_size as f64).sqrt();
+        let scores = (query.matmul(&key.t()?.contiguous()?)? * scale)?;
+        let scores = match causal_mask(q, seen, self.window, x.device())? {
+            Some(mask) => scores.broadcast_add(&mask)?,
+            None => scores,
+        };
+        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        let context = probs.matmul(&value)?.transpose(1, 2)?.reshape((
+            batch,
+            q,
+            self.heads * self.head_size,
+        ))?;
+        Ok((self.o_proj.forward(&context)?, probs, value))
+    }
+
+    /// `[b, kv_heads, n, d]` → `[b, heads, n, d]`: query head h reads key/value head
+    /// h / (heads / kv_heads), as transformers' `repeat_kv`.
+    fn expand(&self, x: &Tensor) -> Result<Tensor> {
+        let group = self.heads / self.kv_heads;
+        if group == 1 {
+            return Ok(x.clone());
+        }
+        let (b, kv, n, d) = x.dims4()?;
+        Ok(x.unsqueeze(2)?
+            .broadcast_as((b, kv, group, n, d))?
+            .contiguous()?
+            .reshape((b, kv * group, n, d))?)
+    }
+}
+
+/// `weight` `[out, in]`, with `bias` `[out]` when the config says so.
+fn linear(vb: &WeightPath, input: usize, output: usize, bias: bool) -> Result<Linear> {
+    let b = match bias {
+        true => Some(vb.get("bias", &[output])?),
+        false => None,
+    };
+    Ok(Linear::new(vb.get("weight", &[output, input])?, b))
+}

@@ -1,0 +1,203 @@
+//! Causal mode on the Llama family (issue 15) against transformers
+//! (scripts/reference/causal_llm_reference.py): models/tiny-llama (sharded, GQA, llama3 rope
+//! scaling), tiny-qwen2 (bf16, q/k/v biases, tied) and tiny-mistral (sliding window 4, linear
+//! rope scaling) generate the same greedy tokens, with raw attention, rollout, corrected rollout
+//! and flow to 1e-5; and the command line runs them end to end. On real weights: IgLM, a
+//! GPT-2 over antibody sequences (PyPI iglm==0.1.0, fetched at test time, never committed).
+
+mod common;
+
+use bert_explain::causal::{CausalExplainer, CausalMethods, CausalOptions, CausalRelevance};
+use bert_explain::ModelSource;
+use candle_core::Device;
+use common::{bin, fails, real_model, repo};
+use serde::Deserialize;
+
+/// End to end through the model: float32 attention from two implementations.
+const END_TO_END: f64 = 1e-5;
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    model: String,
+    prompt: String,
+    generate: usize,
+}
+
+#[derive(Deserialize)]
+struct Fixture {
+    prompt_ids: Vec<u32>,
+    generated_ids: Vec<u32>,
+    generated_tokens: Vec<String>,
+    layers: usize,
+    heads: usize,
+    relevance: CausalRelevance,
+}
+
+fn read<T: for<'a> Deserialize<'a>>(file: &str) -> T {
+    let path = repo().join("tests/fixtures/causal").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn assert_close(name: &str, got: &CausalRelevance, want: &CausalRelevance) {
+    let pairs = [
+        ("raw", Some(&got.raw), Some(&want.raw)),
+        ("rollout", Some(&got.rollout), Some(&want.rollout)),
+        (
+            "rollout_corrected",
+            got.rollout_corrected.as_ref(),
+            want.rollout_corrected.as_ref(),
+        ),
+        ("flow", got.flow.as_ref(), want.flow.as_ref()),
+    ];
+    for (method, g, w) in pairs {
+        let (g, w) = (g.expect(method), w.expect(method));
+        assert_eq!(g.len(), w.len(), "{name}: {method} generated tokens");
+        for (k, (gk, wk)) in g.iter().zip(w).enumerate() {
+            assert_eq!(gk.len(), wk.len(), "{name}: {method} prompt tokens");
+            for (j, (gj, wj)) in gk.iter().zip(wk).enumerate() {
+                assert_eq!(gj.len(), wj.len(), "{name}: {method} layers");
+                for (l, (a, b)) in gj.iter().zip(wj).enumerate() {
+                    assert!(
+                        (a - b).abs() <= END_TO_END,
+                        "{name}: {method}[{k}][{j}][{l}] = {a} vs reference {b}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Every case of `tests/fixtures/causal/<dir>/cases.json`, its model in `models`.
+fn check_cases(dir: &str, models: &std::path::Path) {
+    let cases: Vec<Case> = read(&format!("{dir}/cases.json"));
+    for case in cases {
+        let source = ModelSource::Folder(models.join(&case.model));
+        let explainer = CausalExplainer::load(&source, &Device::Cpu).unwrap();
+        let want: Fixture = read(&format!("{dir}/{}.json", case.name));
+        let options = CausalOptions {
+            generate: case.generate,
+            methods: CausalMethods {
+                correction: true,
+                flow: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let got = explainer.explain(&case.prompt, &options).unwrap();
+        let name = &case.name;
+        assert_eq!(got.prompt_ids, want.prompt_ids, "{name}: prompt ids");
+        assert_eq!(got.generated_ids, want.generated_ids, "{name}: tokens");
+        assert_eq!(got.generated_tokens, want.generated_tokens, "{name}");
+        assert_eq!((got.layers, got.heads), (want.layers, want.heads), "{name}");
+        assert_close(name, &got.relevance, &want.relevance);
+    }
+}
+
+#[test]
+fn llama_qwen2_mistral_match_transformers() {
+    check_cases("llm", &repo().join("models"));
+}
+
+/// GPT-2 parity on real weights: IgLM continues a human heavy chain as transformers does
+/// (its prompt: chain and species tags, then one token per amino acid).
+#[test]
+fn iglm_matches_transformers_on_real_weights() {
+    let dir = real_model("iglm-gpt2");
+    check_cases("real", dir.parent().unwrap());
+}
+
+#[test]
+fn the_command_line_runs_every_family_with_every_option() {
+    let dir = tempfile::tempdir().unwrap();
+    for model in ["tiny-llama", "tiny-qwen2", "tiny-mistral"] {
+        let html = dir.path().join(format!("{model}.html"));
+        let svg = dir.path().join(format!("{model}.svg"));
+        let output = bin()
+            .arg("--model")
+            .arg(repo().join("models").join(model))
+            .args(["--json", "--generate", "5", "--sample", "--seed", "7"])
+            .args(["--correction", "--flow", "--skip-common", "--html"])
+            .arg(&html)
+            .arg("--figure")
+            .arg(&svg)
+            .arg("The keys to the cabinet")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{model}: {stderr}");
+        let report: bert_explain::causal::CausalReport =
+            serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report.generated_ids.len(), 5, "{model}");
+        assert_eq!(report.family, model.trim_start_matches("tiny-"));
+        assert_eq!(report.task, "causal-lm");
+        assert_eq!(report.generation.seed, Some(7));
+        assert_eq!(report.relevance.flow.as_ref().unwrap().len(), 5);
+        assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+        assert!(std::fs::metadata(&svg).unwrap().len() > 0);
+    }
+}
+
+/// A scratch copy of models/`model` with config.json edited by `edit` and the files named in
+/// `leave_out` left out.
+fn broken(
+    model: &str,
+    edit: &dyn Fn(&mut serde_json::Value),
+    leave_out: &[&str],
+) -> tempfile::TempDir {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
+    for entry in std::fs::read_dir(repo().join("models").join(model)).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        if !leave_out.iter().any(|l| name == *l) {
+            std::fs::copy(&path, dir.join(name)).unwrap();
+        }
+    }
+    let path = dir.join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut config);
+    std::fs::write(&path, config.to_string()).unwrap();
+    scratch
+}
+
+fn arg(dir: &tempfile::TempDir) -> String {
+    dir.path().display().to_string()
+}
+
+#[test]
+fn unsupported_configs_and_broken_shards_are_named() {
+    let prompt = "The keys";
+    let yarn = broken(
+        "tiny-mistral",
+        &|c| c["rope_parameters"]["rope_type"] = "yarn".into(),
+        &[],
+    );
+    fails(
+        &["--model", &arg(&yarn), prompt],
+        1,
+        &["\"yarn\"", "config.json"],
+    );
+    let groups = broken("tiny-llama", &|c| c["num_key_value_heads"] = 3.into(), &[]);
+    fails(
+        &["--model", &arg(&groups), prompt],
+        1,
+        &["num_key_value_heads 3"],
+    );
+    let gelu = broken("tiny-qwen2", &|c| c["hidden_act"] = "gelu".into(), &[]);
+    fails(&["--model", &arg(&gelu), prompt], 1, &["hidden_act"]);
+    let untied = broken(
+        "tiny-qwen2",
+        &|c| c["tie_word_embeddings"] = false.into(),
+        &[],
+    );
+    fails(&["--model", &arg(&untied), prompt], 1, &["lm_head.weight"]);
+    let shard = broken("tiny-llama", &|_| {}, &["model-00002-of-00003.safetensors"]);
+    fails(
+        &["--model", &arg(&shard), prompt],
+        1,
+        &["model-00002-of-00003.safetensors"],
+    );
+}
