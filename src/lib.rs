@@ -18,12 +18,17 @@
 //! [`Explainer`] ties them together; [`importance`], [`evaluate`] and [`eraser`] score
 //! tokens by input gradients and blank-out, correlate the maps with them and measure ERASER
 //! faithfulness; [`batch`] runs a dataset; [`causal`] does rollout over generated text for
-//! GPT-2, Llama, Qwen2 and Mistral models. The library never prints.
+//! GPT-2, Llama, Qwen2 and Mistral models. [`cli`] is the command line itself, as a
+//! function of its arguments; apart from it the library never prints.
+
+// The command line (cli/) names the library as its callers do.
+extern crate self as bert_explain;
 
 pub mod attention;
 pub mod batch;
 pub mod causal;
 pub mod checkpoint;
+pub mod cli;
 pub mod device;
 pub mod eraser;
 pub mod error;

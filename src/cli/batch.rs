@@ -8,7 +8,7 @@ use bert_explain::input::open_regular;
 use bert_explain::report::OutputFile;
 use bert_explain::{ExplainOptions, Explainer};
 
-use crate::Args;
+use super::Args;
 
 /// `--input`: one model, every line of the file, a progress bar on stderr, and with
 /// `--evaluate` the summary table (on stderr when the reports go to stdout).

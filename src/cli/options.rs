@@ -59,7 +59,7 @@ const APPLIES: &[(&str, &[Mode])] = &[
 
 /// The first option given on the command line that `mode` would not use, as a usage error.
 pub fn refuse_unused(matches: &ArgMatches, mode: Mode, model: &str) -> Result<(), Error> {
-    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    let given = |id: &str| given(matches, id);
     let unused = APPLIES
         .iter()
         .find(|(id, modes)| given(id) && !modes.contains(&mode));
@@ -92,8 +92,14 @@ pub fn refuse_unused(matches: &ArgMatches, mode: Mode, model: &str) -> Result<()
     Ok(())
 }
 
-/// Options that only some tasks use (SPEC §7), refused for the loaded model's task.
-pub fn refuse_for_task(matches: &ArgMatches, task: Task, model: &str) -> Result<(), Error> {
+/// Whether the option with clap's id `id` (the field name) was given on the command line.
+pub fn given(matches: &ArgMatches, id: &str) -> bool {
+    matches.value_source(id) == Some(ValueSource::CommandLine)
+}
+
+/// Options that only some tasks use (SPEC §7), refused for the loaded model's task;
+/// `given(id)` says whether the option (clap's id, which is also the Python keyword) was given.
+pub fn refuse_for_task(given: impl Fn(&str) -> bool, task: Task, model: &str) -> Result<(), Error> {
     let words = "masked-LM models (a word at the mask)";
     let labels = "classifiers (labels)";
     let table: [(&str, &'static str, &'static str, &[Task]); 4] = [
@@ -112,7 +118,6 @@ pub fn refuse_for_task(matches: &ArgMatches, task: Task, model: &str) -> Result<
             &[Task::SequenceClassification, Task::ReplacedTokenDetection],
         ),
     ];
-    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
     match table
         .iter()
         .find(|(id, _, _, tasks)| given(id) && !tasks.contains(&task))
