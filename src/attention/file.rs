@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 
 use super::npy::read_npy;
 use super::AttentionStack;
@@ -62,21 +62,32 @@ pub fn read_attention_file(path: &Path, device: &Device) -> Result<AttentionStac
             ))
         }
     };
-    if !matches!(
-        tensor.dtype(),
-        DType::F16 | DType::BF16 | DType::F32 | DType::F64
-    ) {
-        return Err(bad(format!(
-            "it holds {:?} values; attention probabilities are floating point",
-            tensor.dtype()
-        )));
-    }
-    let dtype = tensor.dtype();
-    let stack = AttentionStack::new(tensor.to_device(device)?).map_err(|e| match e {
+    let precision = tensor.dtype();
+    checked_attention(tensor, precision, device).map_err(|e| match e {
         Error::Attention(message) => bad(message),
         other => other,
-    })?;
-    check_probabilities(&stack, dtype).map_err(bad)?;
+    })
+}
+
+/// An attention stack handed over in memory (the Python package's arrays), checked as
+/// [`read_attention_file`] checks a file: `tensor` is `[L, H, n, n]` or `[L, n, n]` softmax
+/// probabilities, finite, non-negative, each row summing to 1 within what `precision` (the
+/// type the values were stored in) allows. A problem is an [`Error::Attention`].
+pub fn checked_attention(
+    tensor: Tensor,
+    precision: DType,
+    device: &Device,
+) -> Result<AttentionStack> {
+    if !matches!(
+        precision,
+        DType::F16 | DType::BF16 | DType::F32 | DType::F64
+    ) {
+        return Err(Error::Attention(format!(
+            "it holds {precision:?} values; attention probabilities are floating point"
+        )));
+    }
+    let stack = AttentionStack::new(tensor.to_device(device)?)?;
+    check_probabilities(&stack, precision).map_err(Error::Attention)?;
     Ok(stack)
 }
 
@@ -135,7 +146,6 @@ fn check_probabilities(stack: &AttentionStack, dtype: DType) -> std::result::Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Tensor;
 
     fn save_npy(dir: &Path, t: &Tensor) -> std::path::PathBuf {
         let path = dir.join("attention.npy");

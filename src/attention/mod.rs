@@ -7,7 +7,7 @@ mod npy;
 
 use candle_core::{DType, Device, Tensor, D};
 
-pub use file::read_attention_file;
+pub use file::{checked_attention, read_attention_file};
 pub use matrix::Matrix;
 
 use crate::error::{Error, Result};

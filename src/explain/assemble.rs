@@ -70,8 +70,7 @@ pub fn explain_attention(
         Some(tokens) => tokens,
         None => (0..n).map(|i| i.to_string()).collect(),
     };
-    let target = resolve_target(&tokens, options.target, |i| tokens[i] == "[MASK]")?
-        .ok_or(Error::NoTargetForAttention)?;
+    let target = attention_target(&tokens, options.target)?;
     let device = stack.tensor().device().clone();
     let source = Source {
         model: name,
@@ -79,6 +78,12 @@ pub fn explain_attention(
         tokens,
     };
     assemble(source, stack, target, None, options)
+}
+
+/// The position [`explain_attention`] explains: `target` if it is in range, else the one
+/// `[MASK]` among `tokens`.
+pub fn attention_target(tokens: &[String], target: Option<usize>) -> Result<usize> {
+    resolve_target(tokens, target, |i| tokens[i] == "[MASK]")?.ok_or(Error::NoTargetForAttention)
 }
 
 /// Where the attention came from, for the report.

@@ -5,8 +5,8 @@
 mod assemble;
 mod prediction;
 
-pub use assemble::explain_attention;
 use assemble::{assemble, eraser_of_every_map, listing, resolve_target, Source};
+pub use assemble::{attention_target, explain_attention};
 use prediction::probabilities;
 
 use candle_core::{Device, Tensor};

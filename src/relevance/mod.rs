@@ -70,10 +70,25 @@ impl AttentionGraph {
     /// Raw attention, rollout and flow for `target` (< n).
     pub fn relevance(&self, target: usize) -> Result<Relevance> {
         Ok(Relevance {
-            raw: to_rows(&raw(&self.fused, target)?)?,
-            rollout: to_rows(&self.joint.i((.., target, ..))?)?,
-            flow: flow(&self.capacities, target),
+            raw: self.raw(target)?,
+            rollout: self.rollout(target)?,
+            flow: self.flow(target),
         })
+    }
+
+    /// Raw attention alone for `target` (< n), `[L][n]`.
+    pub fn raw(&self, target: usize) -> Result<Vec<Vec<f64>>> {
+        to_rows(&raw(&self.fused, target)?)
+    }
+
+    /// Rollout alone for `target` (< n), `[L][n]`, without computing any flow.
+    pub fn rollout(&self, target: usize) -> Result<Vec<Vec<f64>>> {
+        to_rows(&self.joint.i((.., target, ..))?)
+    }
+
+    /// Flow alone for `target` (< n), `[L][n]`.
+    pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
+        flow(&self.capacities, target)
     }
 
     /// Rollout and flow from every position.
