@@ -59,8 +59,52 @@ pub struct BatchOutcome {
 /// The lines of a batch file that hold something (blank lines are skipped), each at most
 /// [`LINE_LIMIT`] bytes in memory.
 pub fn examples(input: impl BufRead) -> impl Iterator<Item = std::io::Result<(usize, Line)>> {
-    Lines::new(input, LINE_LIMIT)
-        .filter(|line| !matches!(line, Ok((_, Line::Text(text))) if text.trim().is_empty()))
+    Lines::new(input, LINE_LIMIT).filter(|line| !matches!(line, Ok((_, line)) if is_blank(line)))
+}
+
+/// A blank line, which batch mode skips (it still counts for the line numbers).
+pub fn is_blank(line: &Line) -> bool {
+    matches!(line, Line::Text(text) if text.trim().is_empty())
+}
+
+/// What batch mode writes for one input line.
+#[derive(Debug)]
+pub enum Record {
+    Report(Box<crate::Report>),
+    /// The line (numbered from 1) could not be explained; the others still run.
+    Error {
+        line: usize,
+        message: String,
+    },
+}
+
+impl Record {
+    /// The output line, without its newline: the report's JSON, or `{"line": N, "error": "..."}`.
+    pub fn to_json(&self) -> serde_json::Result<String> {
+        match self {
+            Record::Report(report) => serde_json::to_string(report),
+            Record::Error { line, message } => {
+                Ok(serde_json::json!({"line": line, "error": message}).to_string())
+            }
+        }
+    }
+}
+
+/// Explains line `number` of a batch file: its fields (`text`, `target`, ...) over
+/// `options`, as batch mode does for every line.
+pub fn explain_record(
+    explainer: &Explainer,
+    number: usize,
+    line: &Line,
+    options: &ExplainOptions,
+) -> Record {
+    match explain_line(explainer, line, options) {
+        Ok(report) => Record::Report(Box::new(report)),
+        Err(message) => Record::Error {
+            line: number,
+            message,
+        },
+    }
 }
 
 /// Explains every non-blank line of `input`, writing one JSON line per input line to
@@ -78,19 +122,17 @@ pub fn run_batch(
     for line in examples(input) {
         let (number, line) = line?;
         outcome.examples += 1;
-        let record = match explain_line(explainer, &line, options) {
-            Ok(report) => {
+        let record = explain_record(explainer, number, &line, options);
+        match &record {
+            Record::Report(report) => {
                 if let Some(evaluation) = &report.evaluation {
                     outcome.summary.add(evaluation);
                 }
-                serde_json::to_string(&report).map_err(std::io::Error::from)?
             }
-            Err(message) => {
-                outcome.failed += 1;
-                serde_json::json!({"line": number, "error": message}).to_string()
-            }
-        };
-        writeln!(output, "{record}")?;
+            Record::Error { .. } => outcome.failed += 1,
+        }
+        let json = record.to_json().map_err(std::io::Error::from)?;
+        writeln!(output, "{json}")?;
         progress(outcome.examples);
     }
     output.flush()?;
