@@ -1,0 +1,312 @@
+"""bert-explain from Python: which input tokens a transformer's prediction rests on.
+
+The Rust library does all the work (the same code as the ``bert-explain`` command line);
+this package hands it NumPy arrays and texts and returns NumPy arrays and the command line's
+JSON reports as dicts. Computations release the GIL.
+
+On attention you already have (``[layers, heads, n, n]`` or ``[layers, n, n]`` softmax
+probabilities, as ``--attention`` takes them; a NumPy array, anything with ``__array__``
+such as a CPU torch tensor, or transformers' ``output_attentions`` tuple as it is):
+
+- :func:`raw_attention`, :func:`attention_rollout`, :func:`attention_flow`: one map,
+  ``[layers, n]``, for one target position;
+- :func:`all_positions`: rollout and flow from every position, each ``[layers, n, n]``;
+- :func:`explain_attention`: the whole report of ``bert-explain --attention FILE --json``,
+  with ``figure=`` and ``html=`` outputs.
+
+On a checkpoint: :class:`Explainer` loads it once; ``.explain(text)`` returns the report of
+``bert-explain --model M "text" --json``, ``.explain_batch(texts)`` one per text, and
+``.batch_records(lines)`` batch mode's (``--input``) output lines.
+
+Errors raise :class:`UsageError` (a ``ValueError``) where the command line exits with
+status 2, :class:`ExplainError` (a ``RuntimeError``) where it exits with 1, with the
+command line's message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _native
+from ._native import ExplainError, UsageError
+from .cli import main
+
+__all__ = [
+    "AllPositions",
+    "ExplainError",
+    "Explainer",
+    "Summary",
+    "UsageError",
+    "all_positions",
+    "attention_flow",
+    "attention_rollout",
+    "evaluation_summary",
+    "explain_attention",
+    "main",
+    "raw_attention",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _to_numpy(value: Any) -> Tuple[np.ndarray, str]:
+    """An array-like as a NumPy array, and the name of the type its values were stored in."""
+    if str(getattr(value, "dtype", "")) == "torch.bfloat16":
+        # NumPy has no bfloat16: widen, but check the rows with bfloat16's rounding.
+        return np.asarray(value.float()), "bfloat16"
+    array = np.asarray(value)
+    return array, array.dtype.name
+
+
+def _attention(attention: Any) -> Tuple[bytes, list, str]:
+    """The stack as the native module takes it: f64 bytes, the shape, the stored type.
+
+    A tuple or list is one array per layer (transformers' ``output_attentions``); a batch
+    dimension of 1 (``[layers, 1, heads, n, n]``) is dropped.
+    """
+    if isinstance(attention, (tuple, list)):
+        layers = [_to_numpy(layer) for layer in attention]
+        if not layers:
+            raise ExplainError(
+                "the attention stack is not usable: it has no layers; pass one array per layer"
+            )
+        array = np.stack([layer for layer, _ in layers])
+        precision = layers[0][1]
+    else:
+        array, precision = _to_numpy(attention)
+    if array.ndim == 5 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.dtype.kind != "f":
+        return b"", list(array.shape), precision
+    data = np.ascontiguousarray(array, dtype=np.float64)
+    return data.tobytes(), list(data.shape), precision
+
+
+def _given(**options: Any) -> dict:
+    """The options the caller gave (not None, not False), in the native module's spelling."""
+    given = {}
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        if key in ("candidates", "tokens") and isinstance(value, str):
+            value = value.split("," if key == "candidates" else None)
+        elif key == "mixing" and not isinstance(value, str):
+            value = ",".join(value)
+        elif key == "figure":
+            value = [os.fspath(value)] if isinstance(value, (str, os.PathLike)) else [
+                os.fspath(v) for v in value
+            ]
+        elif key == "html":
+            value = os.fspath(value)
+        elif key == "tokens":
+            value = list(value)
+        given[key] = value
+    return given
+
+
+def _maps(attention: Any, which: str, target: Optional[int], **options: Any) -> np.ndarray:
+    data, shape, precision = _attention(attention)
+    values, out_shape = _native.attention_maps(
+        data, shape, precision, which, target, _given(**options)
+    )
+    return np.frombuffer(values, dtype=np.float64).reshape(out_shape).copy()
+
+
+def raw_attention(attention: Any, target: int, fusion: str = "mean") -> np.ndarray:
+    """Raw attention of ``target``: ``raw[l][j] = Ā_l[target][j]``, shape ``[layers, n]``.
+
+    ``attention``: ``[layers, heads, n, n]`` or ``[layers, n, n]`` softmax probabilities
+    (checked: finite, non-negative, rows summing to 1). ``fusion``: how heads are fused,
+    ``mean`` (the paper's), ``max`` or ``min``.
+    """
+    return _maps(attention, "raw", target, fusion=fusion)
+
+
+def attention_rollout(
+    attention: Any, target: int, residual: float = 0.5, fusion: str = "mean"
+) -> np.ndarray:
+    """Attention rollout of ``target``, shape ``[layers, n]`` (row 0 is layer 1).
+
+    ``R_1 = Â_1``, ``R_l = Â_l · R_(l-1)`` with ``Â_l = (1 - residual)·Ā_l + residual·I``
+    (Abnar & Zuidema 2020). Same input and checks as ``bert-explain --attention``.
+    """
+    return _maps(attention, "rollout", target, residual=residual, fusion=fusion)
+
+
+def attention_flow(
+    attention: Any, target: int, residual: float = 0.5, fusion: str = "mean"
+) -> np.ndarray:
+    """Attention flow of ``target``, shape ``[layers, n]``: the maximum flow from
+    ``(l, target)`` to each input token through the layers' ``Â`` as capacities, normalised
+    per layer (exact, in f64; equal to networkx's ``edmonds_karp``).
+    """
+    return _maps(attention, "flow", target, residual=residual, fusion=fusion)
+
+
+class AllPositions(NamedTuple):
+    """Rollout and flow from every position: ``[l][i][j]`` is input token j's relevance
+    for position i at layer l + 1; each ``[layers, n, n]``."""
+
+    rollout: np.ndarray
+    flow: np.ndarray
+
+
+def all_positions(attention: Any, residual: float = 0.5, fusion: str = "mean") -> AllPositions:
+    """Rollout and flow from every position (``--all-positions``, the reference's
+    ``compute_flows``)."""
+    both = _maps(attention, "all_positions", None, residual=residual, fusion=fusion)
+    return AllPositions(rollout=both[0], flow=both[1])
+
+
+def explain_attention(
+    attention: Any,
+    tokens: Optional[Union[str, Sequence[str]]] = None,
+    target: Optional[int] = None,
+    *,
+    residual: Optional[float] = None,
+    fusion: Optional[str] = None,
+    all_positions: bool = False,
+    hide_special: bool = False,
+    figure: Optional[Union[PathLike, Sequence[PathLike]]] = None,
+    html: Optional[PathLike] = None,
+    name: str = "array",
+) -> dict:
+    """The report of ``bert-explain --attention FILE --json`` (SPEC §4), as a dict.
+
+    ``tokens`` label the positions (a list, or one string separated by spaces; default the
+    positions' numbers); ``target`` defaults to the one ``[MASK]`` among them. ``figure``
+    (``.svg``/``.png``, one path or several) and ``html`` are written as ``--figure`` and
+    ``--html`` write them. ``name`` is the report's ``model``.
+    """
+    data, shape, precision = _attention(attention)
+    options = _given(
+        tokens=tokens,
+        target=target,
+        residual=residual,
+        fusion=fusion,
+        all_positions=all_positions,
+        hide_special=hide_special,
+        figure=figure,
+        html=html,
+    )
+    return json.loads(_native.explain_attention(data, shape, precision, name, options))
+
+
+class Summary(NamedTuple):
+    """Batch mode's ``--evaluate`` summary: the table's text (empty without evaluations),
+    how many lines there were and how many failed."""
+
+    text: str
+    lines: int
+    failed: int
+
+
+def evaluation_summary(records: Iterable[str]) -> Summary:
+    """The summary table batch mode prints with ``--evaluate``, over its output lines
+    (reports and ``{"line", "error"}`` records, as JSON text)."""
+    return Summary(*_native.evaluation_summary(list(records)))
+
+
+class Explainer:
+    """A checkpoint loaded once, explaining any number of texts.
+
+    ``model`` is a checkpoint folder or a Hugging Face Hub id (as ``--model``); ``device``
+    is ``cpu`` (default), ``auto``, ``cuda`` or ``metal``. Masked-LM, classifier and
+    encoder checkpoints of every family the command line supports; causal models are the
+    command line's alone.
+    """
+
+    def __init__(self, model: PathLike, device: str = "cpu", revision: str = "main") -> None:
+        self._native = _native.Explainer(os.fspath(model), device, revision)
+
+    @property
+    def model(self) -> str:
+        """The model as the reports name it."""
+        return self._native.model
+
+    @property
+    def task(self) -> str:
+        """``masked-lm``, ``sequence-classification``, ``replaced-token-detection`` or
+        ``encoder``."""
+        return self._native.task
+
+    @property
+    def family(self) -> str:
+        """The model family: ``bert``, ``roberta``, ``xlm-roberta``, ``distilbert``, ..."""
+        return self._native.family
+
+    def __repr__(self) -> str:
+        return f"Explainer({self.model!r}: {self.family} {self.task})"
+
+    def explain(
+        self,
+        text: str,
+        *,
+        target: Optional[int] = None,
+        pair: Optional[str] = None,
+        pretokenized: bool = False,
+        candidates: Optional[Union[str, Sequence[str]]] = None,
+        top_k: Optional[int] = None,
+        all_positions: bool = False,
+        mixing: Optional[Union[str, Sequence[str]]] = None,
+        fusion: Optional[str] = None,
+        residual: Optional[float] = None,
+        evaluate: bool = False,
+        importance_word: Optional[str] = None,
+        label: Optional[Union[str, int]] = None,
+        blank: Optional[str] = None,
+        hide_special: bool = False,
+        figure: Optional[Union[PathLike, Sequence[PathLike]]] = None,
+        html: Optional[PathLike] = None,
+    ) -> dict:
+        """The report of ``bert-explain --model M TEXT --json`` (SPEC §4) as a dict.
+
+        Each keyword is the command-line option of the same name (``top_k`` is
+        ``--top-k``) with its default; options the model's task does not use are refused
+        as the command line refuses them. ``figure`` and ``html`` write the figure and the
+        page as ``--figure`` and ``--html`` do.
+        """
+        options = _given(
+            target=target,
+            pair=pair,
+            pretokenized=pretokenized,
+            candidates=candidates,
+            top_k=top_k,
+            all_positions=all_positions,
+            mixing=mixing,
+            fusion=fusion,
+            residual=residual,
+            evaluate=evaluate,
+            importance_word=importance_word,
+            label=None if label is None else str(label),
+            blank=blank,
+            hide_special=hide_special,
+            figure=figure,
+            html=html,
+        )
+        return json.loads(self._native.explain([text], options)[0])
+
+    def explain_batch(self, texts: Iterable[str], **options: Any) -> list:
+        """One report per text, with the options of :meth:`explain` (but ``figure`` and
+        ``html``) applied to each; the first text that fails raises. The GIL stays released
+        for the whole batch."""
+        if "label" in options and options["label"] is not None:
+            options["label"] = str(options["label"])
+        reports = self._native.explain(list(texts), _given(**options))
+        return [json.loads(report) for report in reports]
+
+    def batch_records(
+        self, lines: Iterable[Tuple[int, str]], **options: Any
+    ) -> list:
+        """Batch mode's output line (JSON text) for each ``(line number, line)`` of a
+        JSON-lines file: the report, or ``{"line": N, "error": ...}`` for a line that cannot
+        be explained; ``None`` for a blank line, which batch mode skips. Options as
+        ``--input`` takes them (those of :meth:`explain` but the outputs); each line's own
+        fields (``target``, ``candidates``, ``pair``, ``label``) win over them."""
+        if "label" in options and options["label"] is not None:
+            options["label"] = str(options["label"])
+        return self._native.batch_records(list(lines), _given(**options))

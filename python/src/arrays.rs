@@ -1,0 +1,135 @@
+//! Attention arrays in, maps out: the checks and the maps of `--attention`.
+
+use bert_explain::attention::checked_attention;
+use bert_explain::cli::{output_files, write_outputs};
+use bert_explain::explain::{attention_target, explain_attention as explain_stack};
+use bert_explain::relevance::AttentionGraph;
+use bert_explain::report::View;
+use bert_explain::{AttentionStack, Error, Json, Renderer};
+use candle_core::{DType, Device, Tensor};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::errors::to_py;
+use crate::options;
+
+/// The stack in `data` (native-endian f64, row-major, `shape`), whose values were stored as
+/// `precision` (NumPy's name of the caller's dtype), checked as an attention file is.
+fn stack(data: &[u8], shape: Vec<usize>, precision: &str) -> bert_explain::Result<AttentionStack> {
+    let precision = match precision {
+        "float16" => DType::F16,
+        "bfloat16" => DType::BF16,
+        "float32" => DType::F32,
+        "float64" => DType::F64,
+        other => {
+            return Err(Error::Attention(format!(
+                "it holds {other} values; attention probabilities are floating point"
+            )))
+        }
+    };
+    let values: Vec<f64> = data
+        .chunks_exact(8)
+        .map(|bytes| f64::from_ne_bytes(bytes.try_into().expect("chunks of 8 bytes")))
+        .collect();
+    if values.len() != shape.iter().product::<usize>() || !data.len().is_multiple_of(8) {
+        return Err(Error::Attention(format!(
+            "{} bytes do not hold the f64 values of shape {shape:?}",
+            data.len()
+        )));
+    }
+    let tensor = Tensor::from_vec(values, shape, &Device::Cpu)?;
+    checked_attention(tensor, precision, &Device::Cpu)
+}
+
+/// Positions as labels: `0 1 2 …`, as `--attention` labels them without `--tokens`.
+fn positions(n: usize) -> Vec<String> {
+    (0..n).map(|i| i.to_string()).collect()
+}
+
+fn row_major(rows: impl IntoIterator<Item = Vec<f64>>) -> Vec<f64> {
+    rows.into_iter().flatten().collect()
+}
+
+/// One map (`raw`, `rollout` or `flow`) for `target`, `[L, n]`, or with `which` =
+/// `all_positions` rollout and flow from every position, `[2, L, n, n]`. Returns the f64
+/// values' bytes and the shape.
+#[pyfunction]
+#[pyo3(signature = (data, shape, precision, which, target = None, options = None))]
+pub fn attention_maps<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    shape: Vec<usize>,
+    precision: &str,
+    which: &str,
+    target: Option<usize>,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<(Bound<'py, PyBytes>, Vec<usize>)> {
+    let relevance = options::parse(options, &["fusion", "residual"])?
+        .explain
+        .relevance;
+    let (values, shape) = py
+        .detach(|| -> bert_explain::Result<(Vec<f64>, Vec<usize>)> {
+            let stack = stack(data, shape, precision)?;
+            let (layers, n) = (stack.layers(), stack.len());
+            let graph = AttentionGraph::new(&stack, relevance)?;
+            let at = || attention_target(&positions(n), target);
+            Ok(match which {
+                "raw" => (row_major(graph.raw(at()?)?), vec![layers, n]),
+                "rollout" => (row_major(graph.rollout(at()?)?), vec![layers, n]),
+                "flow" => (row_major(graph.flow(at()?)), vec![layers, n]),
+                _ => {
+                    let all = graph.all_positions()?;
+                    let both = all.rollout.into_iter().chain(all.flow).flatten();
+                    (row_major(both), vec![2, layers, n, n])
+                }
+            })
+        })
+        .map_err(to_py)?;
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    Ok((PyBytes::new(py, &bytes), shape))
+}
+
+/// What `bert-explain --attention FILE --json` prints for the stack in `data`, with the
+/// figures and page written as `--figure` and `--html` write them; `name` stands for the
+/// file's name in the report's `model`.
+#[pyfunction]
+#[pyo3(signature = (data, shape, precision, name, options = None))]
+pub fn explain_attention(
+    py: Python<'_>,
+    data: &[u8],
+    shape: Vec<usize>,
+    precision: &str,
+    name: &str,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let allowed = [
+        "tokens",
+        "target",
+        "fusion",
+        "residual",
+        "all_positions",
+        "hide_special",
+        "figure",
+        "html",
+    ];
+    let options = options::parse(options, &allowed)?;
+    py.detach(|| -> anyhow::Result<String> {
+        let files = output_files(&options.figures, options.html.as_deref(), &[])?;
+        let stack = stack(data, shape, precision)?;
+        let report = explain_stack(name, &stack, options.tokens.clone(), &options.explain)?;
+        let view = match options.hide_special {
+            true => View::hide_special(report),
+            false => View::full(report),
+        };
+        write_outputs(files, &view, |_| {})?;
+        json(&view)
+    })
+    .map_err(to_py)
+}
+
+/// The report as `--json` prints it.
+pub fn json(view: &View) -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    Json.render(view, &mut out)?;
+    Ok(String::from_utf8(out)?)
+}

@@ -1,0 +1,147 @@
+//! Keyword arguments → the library's options. The keywords are the command line's option
+//! names (`top_k` for `--top-k`), with its defaults; the Python half passes only those the
+//! caller gave, so that options a model's task does not use are refused as the command
+//! line refuses them.
+
+use std::path::PathBuf;
+
+use bert_explain::explain::EvaluateOptions;
+use bert_explain::importance::Blank;
+use bert_explain::methods::Mixing;
+use bert_explain::report::Format;
+use bert_explain::{ExplainOptions, HeadFusion, RelevanceOptions};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{to_py, usage};
+
+/// Everything a call asked for.
+pub struct Options {
+    pub explain: ExplainOptions,
+    /// The keywords given, for `refuse_for_task`.
+    pub given: Vec<String>,
+    pub hide_special: bool,
+    pub figures: Vec<PathBuf>,
+    pub html: Option<PathBuf>,
+    /// `explain_attention`: one label per position.
+    pub tokens: Option<Vec<String>>,
+}
+
+/// Reads `options` (keyword → value; `None` values count as not given), refusing any
+/// keyword outside `allowed`.
+pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<Options> {
+    let mut given = Vec::new();
+    if let Some(dict) = options {
+        for (key, value) in dict.iter() {
+            let key: String = key.extract()?;
+            if !allowed.contains(&key.as_str()) {
+                return Err(usage(format!(
+                    "{key} is not an option here; the options are {}",
+                    allowed.join(", ")
+                )));
+            }
+            if !value.is_none() {
+                given.push(key);
+            }
+        }
+    }
+    let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        match options {
+            Some(dict) => Ok(dict.get_item(key)?.filter(|v| !v.is_none())),
+            None => Ok(None),
+        }
+    };
+    let string = |key: &str| -> PyResult<Option<String>> {
+        get(key)?.map(|v| v.extract::<String>()).transpose()
+    };
+    let flag = |key: &str| -> PyResult<bool> {
+        Ok(get(key)?
+            .map(|v| v.extract::<bool>())
+            .transpose()?
+            .unwrap_or(false))
+    };
+    let strings = |key: &str| -> PyResult<Option<Vec<String>>> {
+        get(key)?.map(|v| v.extract::<Vec<String>>()).transpose()
+    };
+
+    let fusion = match string("fusion")?.as_deref() {
+        None | Some("mean") => HeadFusion::Mean,
+        Some("max") => HeadFusion::Max,
+        Some("min") => HeadFusion::Min,
+        Some(other) => {
+            return Err(usage(format!(
+                "fusion={other:?} is not a head fusion; choose mean, max or min"
+            )))
+        }
+    };
+    let residual = get("residual")?
+        .map(|v| v.extract::<f64>())
+        .transpose()?
+        .unwrap_or(0.5);
+    if !(0.0..=1.0).contains(&residual) {
+        return Err(usage(format!(
+            "residual={residual} is not a number between 0 and 1"
+        )));
+    }
+    let evaluate = flag("evaluate")?;
+    for needs in ["importance_word", "label", "blank"] {
+        if !evaluate && given.iter().any(|g| g == needs) {
+            return Err(usage(format!(
+                "{needs} chooses what evaluate scores; pass evaluate=True with it"
+            )));
+        }
+    }
+    let blank = match string("blank")?.as_deref() {
+        None | Some("unk") => Blank::Unk,
+        Some("mask") => Blank::Mask,
+        Some(other) => {
+            return Err(usage(format!(
+                "blank={other:?} is not a blank-out token; choose unk or mask"
+            )))
+        }
+    };
+    let figures: Vec<PathBuf> = strings("figure")?
+        .unwrap_or_default()
+        .into_iter()
+        .map(PathBuf::from)
+        .collect();
+    for figure in &figures {
+        Format::of_figure(figure).map_err(usage)?;
+    }
+    let html = string("html")?.map(PathBuf::from);
+    if let Some(html) = &html {
+        Format::of_html(html).map_err(usage)?;
+    }
+    let explain = ExplainOptions {
+        target: get("target")?.map(|v| v.extract::<usize>()).transpose()?,
+        pair: string("pair")?,
+        pretokenized: flag("pretokenized")?,
+        candidates: strings("candidates")?,
+        top_k: get("top_k")?
+            .map(|v| v.extract::<usize>())
+            .transpose()?
+            .unwrap_or(ExplainOptions::default().top_k),
+        relevance: RelevanceOptions { fusion, residual },
+        all_positions: flag("all_positions")?,
+        mixing: string("mixing")?
+            .map(|m| Mixing::parse_list(&m))
+            .transpose()
+            .map_err(to_py)?,
+        evaluate: match evaluate {
+            true => Some(EvaluateOptions {
+                word: string("importance_word")?,
+                label: string("label")?,
+                blank,
+            }),
+            false => None,
+        },
+    };
+    Ok(Options {
+        explain,
+        given,
+        hide_special: flag("hide_special")?,
+        figures,
+        html,
+        tokens: strings("tokens")?,
+    })
+}
