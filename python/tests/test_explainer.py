@@ -1,0 +1,128 @@
+"""Explainer against the command line: the same reports, the same errors, batch mode's
+records and summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import bert_explain
+from conftest import CLASSIFIER, MODERN, REPO, SENTENCE, cli_error, cli_json, run_cli
+
+# Each case: the command line's options, and the same as keywords.
+MASKED_CASES = [
+    ([], {}),
+    (["--target", "3", "--top-k", "2"], {"target": 3, "top_k": 2}),
+    (["--candidates", "his,the"], {"candidates": ["his", "the"]}),
+    (["--fusion", "max", "--residual", "0.3"], {"fusion": "max", "residual": 0.3}),
+    (["--all-positions", "--hide-special"], {"all_positions": True, "hide_special": True}),
+    (
+        ["--evaluate", "--mixing", "all", "--blank", "mask"],
+        {"evaluate": True, "mixing": ["all"], "blank": "mask"},
+    ),
+    (
+        ["--evaluate", "--importance-word", "her", "--mixing", "norm,alti"],
+        {"evaluate": True, "importance_word": "her", "mixing": "norm,alti"},
+    ),
+]
+
+
+@pytest.mark.parametrize("flags,keywords", MASKED_CASES, ids=[" ".join(c[0]) or "plain" for c in MASKED_CASES])
+def test_reports_equal_the_command_lines(modern, flags, keywords):
+    want = cli_json("--model", str(MODERN), SENTENCE, *flags)
+    assert modern.explain(SENTENCE, **keywords) == want
+
+
+def test_a_classifier_with_a_pair_and_a_label(classifier):
+    flags = ["--pair", "a film", "--evaluate", "--label", "entailment", "--mixing", "grad-attention"]
+    want = cli_json("--model", str(CLASSIFIER), "a good film", *flags)
+    got = classifier.explain(
+        "a good film", pair="a film", evaluate=True, label="entailment", mixing="grad-attention"
+    )
+    assert got == want
+    assert classifier.task == "sequence-classification" and classifier.family == "bert"
+
+
+def test_explain_batch_is_explain_on_each(modern):
+    texts = [SENTENCE, "She asked the doctor about [MASK] backache."]
+    assert modern.explain_batch(texts, top_k=3) == [modern.explain(t, top_k=3) for t in texts]
+
+
+def test_figures_and_page_equal_the_command_lines(modern, tmp_path):
+    cli_files = [tmp_path / "cli.svg", tmp_path / "cli.png", tmp_path / "cli.html"]
+    py_files = [tmp_path / "py.svg", tmp_path / "py.png", tmp_path / "py.html"]
+    want = cli_json(
+        "--model", str(MODERN), SENTENCE, "--figure", str(cli_files[0]),
+        "--figure", str(cli_files[1]), "--html", str(cli_files[2]),
+    )
+    got = modern.explain(SENTENCE, figure=py_files[:2], html=py_files[2])
+    assert got == want
+    for cli_file, py_file in zip(cli_files, py_files):
+        assert py_file.read_bytes() == cli_file.read_bytes(), py_file.name
+
+
+# Each case: the command line's arguments after the model, and the call.
+ERROR_CASES = [
+    (["The author talked to Sara about book"], lambda e: e.explain("The author talked to Sara about book")),
+    (["[MASK] and [MASK]"], lambda e: e.explain("[MASK] and [MASK]")),
+    ([SENTENCE, "--target", "40"], lambda e: e.explain(SENTENCE, target=40)),
+    ([SENTENCE, "--candidates", "xylophone"], lambda e: e.explain(SENTENCE, candidates="xylophone")),
+    ([SENTENCE, "--evaluate", "--label", "x"], lambda e: e.explain(SENTENCE, evaluate=True, label="x")),
+    ([SENTENCE, "--mixing", "magic"], lambda e: e.explain(SENTENCE, mixing="magic")),
+    ([""], lambda e: e.explain("")),
+]
+
+
+@pytest.mark.parametrize("args,call", ERROR_CASES, ids=[" ".join(c[0])[:40] for c in ERROR_CASES])
+def test_usage_errors_carry_the_command_lines_messages(modern, args, call):
+    status, message = cli_error("--model", str(MODERN), *args)
+    assert status == 2
+    with pytest.raises(bert_explain.UsageError) as caught:
+        call(modern)
+    assert str(caught.value) == message
+    assert isinstance(caught.value, ValueError)
+
+
+def test_other_errors_are_explain_errors(tmp_path):
+    missing = tmp_path / "no-such-model"
+    status, message = cli_error("--model", str(missing), SENTENCE)
+    assert status == 1
+    with pytest.raises(bert_explain.ExplainError) as caught:
+        bert_explain.Explainer(missing)
+    assert str(caught.value) == message
+    assert isinstance(caught.value, RuntimeError)
+    with pytest.raises(bert_explain.UsageError, match="choose auto, cpu, cuda or metal"):
+        bert_explain.Explainer(MODERN, device="tpu")
+
+
+def batch_lines(path):
+    return list(enumerate(path.read_text(encoding="utf-8").split("\n"), start=1))
+
+
+@pytest.fixture
+def awkward(tmp_path):
+    """pronouns.jsonl's first lines with a blank line, a bad line and a line of options."""
+    lines = (REPO / "data" / "pronouns.jsonl").read_text().splitlines()[:6]
+    lines[2:2] = ["", "not json", '{"text": "no mask"}', '{"text": "The [MASK] is here", "target": 1}']
+    path = tmp_path / "awkward.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("evaluate", [False, True])
+def test_batch_records_and_summary_equal_batch_mode(modern, awkward, tmp_path, evaluate):
+    out = tmp_path / "cli.jsonl"
+    flags = ["--evaluate"] if evaluate else []
+    done = run_cli("--model", str(MODERN), "--input", str(awkward), "--output", str(out), *flags)
+    assert done.returncode == 0, done.stderr
+    want = out.read_text().splitlines()
+    got = [r for r in modern.batch_records(batch_lines(awkward), evaluate=evaluate) if r is not None]
+    assert [json.loads(r) for r in got] == [json.loads(w) for w in want]
+    assert sum("error" in json.loads(r) for r in got) == 2
+    summary = bert_explain.evaluation_summary(got)
+    # Batch mode prints the table (with --evaluate), then a line with its timing.
+    printed = done.stdout.splitlines()
+    assert summary.text.splitlines() == printed[:-1]
+    assert (summary.lines, summary.failed) == (len(want), 2)
+    assert printed[-1].startswith(f"{len(want)} sentences (2 failed) in ")
