@@ -10,7 +10,7 @@ use bert_explain::input::{Lines, LINE_LIMIT};
 use bert_explain::report::View;
 use bert_explain::{DeviceChoice, ModelSource};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::arrays::json;
 use crate::errors::{to_py, usage};
@@ -138,22 +138,33 @@ impl Explainer {
         .map_err(to_py)
     }
 
-    /// Batch mode's output line for each `(line number, line)` of a batch file: the report,
-    /// or `{"line": N, "error": ...}`; `None` for a blank line, which batch mode skips.
+    /// Batch mode's output line for each `(line number, line)` of a batch file (the line as
+    /// bytes or text, without its newline): the report, or `{"line": N, "error": ...}`;
+    /// `None` for a blank line, which batch mode skips.
     #[pyo3(signature = (lines, options = None))]
     fn batch_records(
         &self,
         py: Python<'_>,
-        lines: Vec<(usize, String)>,
+        lines: Vec<(usize, Bound<'_, PyAny>)>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<Option<String>>> {
         let options = self.options(options, LINE_OPTIONS)?;
+        let lines: Vec<(usize, Vec<u8>)> = lines
+            .into_iter()
+            .map(|(number, line)| {
+                let bytes = match line.cast::<PyBytes>() {
+                    Ok(bytes) => bytes.as_bytes().to_vec(),
+                    Err(_) => line.extract::<String>()?.into_bytes(),
+                };
+                Ok((number, bytes))
+            })
+            .collect::<PyResult<_>>()?;
         py.detach(|| -> anyhow::Result<Vec<Option<String>>> {
             let mut records = Vec::with_capacity(lines.len());
-            for (number, text) in &lines {
+            for (number, bytes) in &lines {
                 // Read as batch mode reads its file: a BOM and a "\r" ending dropped, the
-                // length capped.
-                let line = match Lines::new(Cursor::new(text.as_bytes()), LINE_LIMIT).next() {
+                // length capped, bytes that are not UTF-8 an error record.
+                let line = match Lines::new(Cursor::new(bytes), LINE_LIMIT).next() {
                     Some(line) => line?.1,
                     None => {
                         records.push(None);
