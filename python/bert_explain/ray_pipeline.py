@@ -85,20 +85,25 @@ class _Numbering:
         return table.append_column("line", numbers)
 
 
-def read_dataset(path: str, blocks: int = 16):
+def read_dataset(path: str, rows_per_block: int = 8):
     """The examples as rows ``{"line": N, "raw": the JSON line}``, in input order, in
-    ``blocks`` blocks."""
+    blocks of ``rows_per_block``."""
     import ray
 
     if path.endswith(".parquet") or os.path.isdir(path):
         ds = ray.data.read_parquet(path)
-        ds = ds.map_batches(_Numbering, compute=ray.data.ActorPoolStrategy(size=1), batch_format="pyarrow")
+        ds = ds.map_batches(
+            _Numbering,
+            compute=ray.data.ActorPoolStrategy(size=1),
+            batch_format="pyarrow",
+            num_cpus=0,  # light, and it must not wait for a CPU the explaining actors hold
+        )
         ds = ds.map(_row_to_line)
     else:
         ds = ray.data.read_binary_files(path).flat_map(_split_lines)
-    # Blocks for every actor: a file arrives as one block. Without shuffling, the split
-    # keeps the order.
-    return ds.repartition(blocks, shuffle=False)
+    # A file arrives as one block: split it (streaming, in order) so that every actor gets
+    # some.
+    return ds.repartition(target_num_rows_per_block=rows_per_block)
 
 
 class Outcome(NamedTuple):
@@ -126,14 +131,21 @@ def run(
     and writes batch mode's summary to ``summary`` if given; returns the summary with how
     many workers took part and the time. ``options`` are
     :meth:`Explainer.batch_records`' keywords (``evaluate=True``, ``mixing="all"``, ...).
-    Call ``ray.init`` first to choose the cluster; otherwise a local one starts."""
+    The cluster needs a CPU beyond the actors' for reading and splitting the input. Call
+    ``ray.init`` first to choose the cluster; otherwise a local one starts."""
     import ray
 
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if actors * threads >= cpus:
+        raise ValueError(
+            f"{actors} actors of {threads} CPUs would hold all {cpus:g} CPUs of the cluster and "
+            "leave none to read and split the input; use fewer actors or threads"
+        )
     ray.data.DataContext.get_current().execution_options.preserve_order = True
     options = _given(**(options or {}))
     start = time.perf_counter()
     records = (
-        read_dataset(input, blocks=max(4 * actors, 1))
+        read_dataset(input, rows_per_block=batch_size)
         .map_batches(
             ExplainActor,
             fn_constructor_kwargs={"model": model, "options": options, "threads": threads},
