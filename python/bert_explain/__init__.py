@@ -291,9 +291,9 @@ class Explainer:
         return json.loads(self._native.explain([text], options)[0])
 
     def explain_batch(self, texts: Iterable[str], **options: Any) -> list:
-        """One report per text, with the options of :meth:`explain` (but ``figure`` and
-        ``html``) applied to each; the first text that fails raises. The GIL stays released
-        for the whole batch."""
+        """One report per text, with the options of :meth:`explain` applied to each
+        (``figure`` and ``html`` only with one text); the first text that fails raises. The
+        GIL stays released for the whole batch."""
         if "label" in options and options["label"] is not None:
             options["label"] = str(options["label"])
         reports = self._native.explain(list(texts), _given(**options))

@@ -44,9 +44,26 @@ def test_a_classifier_with_a_pair_and_a_label(classifier):
     assert classifier.task == "sequence-classification" and classifier.family == "bert"
 
 
-def test_explain_batch_is_explain_on_each(modern):
+def test_explain_batch_is_explain_on_each(modern, tmp_path):
     texts = [SENTENCE, "She asked the doctor about [MASK] backache."]
     assert modern.explain_batch(texts, top_k=3) == [modern.explain(t, top_k=3) for t in texts]
+    with pytest.raises(bert_explain.UsageError, match="figure and html draw one text"):
+        modern.explain_batch(texts, figure=tmp_path / "two.svg")
+    assert not (tmp_path / "two.svg").exists()
+
+
+def test_keywords_the_parser_would_refuse(modern):
+    """Where clap refuses an option (exit status 2), the keyword is a UsageError."""
+    for keywords, message in [
+        ({"importance_word": "his"}, "pass evaluate=True with it"),
+        ({"blank": "mask"}, "pass evaluate=True with it"),
+        ({"residual": -0.1}, "is not a number between 0 and 1"),
+        ({"blank": "zero", "evaluate": True}, "choose unk or mask"),
+        ({"figure": "x.pdf"}, "cannot tell the figure format"),
+        ({"html": "x.txt"}, "does not end in .html"),
+    ]:
+        with pytest.raises(bert_explain.UsageError, match=message):
+            modern.explain(SENTENCE, **keywords)
 
 
 def test_figures_and_page_equal_the_command_lines(modern, tmp_path):
