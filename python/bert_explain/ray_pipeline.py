@@ -121,13 +121,13 @@ def run(
     model: str,
     *,
     options: Optional[Dict[str, Any]] = None,
-    actors: int = 2,
+    actors: Optional[int] = None,
     threads: int = 1,
     batch_size: int = 8,
     summary: Optional[str] = None,
 ) -> Outcome:
     """Explains every example of ``input`` with ``actors`` workers of ``threads`` CPUs each
-    (one model per worker), writes batch mode's output lines to ``output`` in input order,
+    (one model per worker; default: as many as the cluster's CPUs allow, one left over), writes batch mode's output lines to ``output`` in input order,
     and writes batch mode's summary to ``summary`` if given; returns the summary with how
     many workers took part and the time. ``options`` are
     :meth:`Explainer.batch_records`' keywords (``evaluate=True``, ``mixing="all"``, ...).
@@ -136,6 +136,8 @@ def run(
     import ray
 
     cpus = ray.cluster_resources().get("CPU", 0)
+    if actors is None:
+        actors = max(1, int(cpus - 1) // threads)
     if actors * threads >= cpus:
         raise ValueError(
             f"{actors} actors of {threads} CPUs would hold all {cpus:g} CPUs of the cluster and "
@@ -185,7 +187,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--output", required=True, help="the reports, one JSON line each")
     parser.add_argument("--summary", help="also write the summary (with --evaluate, the table)")
     parser.add_argument("--address", help="the Ray cluster (default: RAY_ADDRESS, else a local one)")
-    parser.add_argument("--actors", type=int, default=2, help="worker actors, each with a model")
+    parser.add_argument(
+        "--actors", type=int, help="worker actors, each with a model (default: as many as fit)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="CPUs per actor")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--options", default="{}", help='batch options as JSON, e.g. \'{"top_k": 3}\'')
