@@ -247,6 +247,8 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
             residual: args.residual,
         },
         all_positions: args.all_positions,
+        // Batch mode has its own bar, one step per line.
+        progress: (args.all_positions && mode != Mode::Batch).then(cli::flow_progress),
         mixing: args.mixing.as_deref().map(Mixing::parse_list).transpose()?,
         evaluate: args.evaluate.then(|| EvaluateOptions {
             word: args.importance_word.clone(),

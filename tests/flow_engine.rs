@@ -6,7 +6,9 @@
 mod random_attention;
 
 use bert_explain::attention::Matrix;
-use bert_explain::relevance::{flow, flow_from_every_position, max_flow};
+use bert_explain::relevance::{
+    flow, flow_from_every_position, flow_from_every_position_with, max_flow,
+};
 use petgraph::algo::dinics;
 use petgraph::graph::{DiGraph, NodeIndex};
 use proptest::prelude::*;
@@ -121,6 +123,46 @@ fn a_layer_of_zeros_stops_all_flow() {
     assert_eq!(max_flow(&caps, 0, 1), 0.0);
     // Nothing reaches the inputs: the row stays zero rather than dividing by zero.
     assert_eq!(flow(&caps, 0)[2], vec![0.0, 0.0]);
+}
+
+/// Larger graphs than the property tests reach, where the engine's per-sink bounds, its
+/// chains of live nodes and its arcs back up all come into play: every map of every layer
+/// against petgraph, from the first, the middle and the last position.
+#[test]
+fn larger_graphs_agree_with_petgraph_from_every_layer() {
+    for (seed, n) in [(3, 24), (4, 31)] {
+        let graph = random_attention::augmented_attention(7, n, seed);
+        for target in [0, n / 2, n - 1] {
+            let rows = flow(&graph, target);
+            for (l, row) in rows.iter().enumerate() {
+                let raw: Vec<f64> = (0..n)
+                    .map(|j| petgraph_max_flow(&graph[..=l], target, j))
+                    .collect();
+                let total: f64 = raw.iter().sum();
+                for (j, (got, want)) in row.iter().zip(&raw).enumerate() {
+                    assert!(
+                        (got - want / total).abs() <= TOLERANCE,
+                        "n {n} target {target} layer {} sink {j}: {got} vs {}",
+                        l + 1,
+                        want / total
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_position_reports_its_progress_to_the_end() {
+    let graph = random_attention::augmented_attention(3, 7, 5);
+    let seen = std::sync::Mutex::new(Vec::new());
+    let all = flow_from_every_position_with(&graph, &|done, total| {
+        seen.lock().unwrap().push((done, total))
+    });
+    assert_eq!(all, flow_from_every_position(&graph));
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen, (1..=21).map(|done| (done, 21)).collect::<Vec<_>>());
 }
 
 #[test]
