@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 
 use crate::attention::Matrix;
-use bounds::upper_bounds;
+use bounds::{upper_bounds, Settled, Spread};
 use network::{solve, Workspace};
 
 thread_local! {
@@ -57,6 +57,9 @@ pub fn flow_from_every_position(augmented: &[Matrix]) -> Vec<Vec<Vec<f64>>> {
 
 /// [`flow_from_every_position`], calling `progress(done, total)` each time the flows from
 /// one position at one layer are done (from any thread, positions in any order).
+///
+/// Layers go in order: once the flows from every position of one layer are known, many of
+/// the next layer's are settled by bounds alone ([`Spread`]) without a search.
 pub fn flow_from_every_position_with(
     augmented: &[Matrix],
     progress: &(dyn Fn(usize, usize) + Sync),
@@ -64,21 +67,38 @@ pub fn flow_from_every_position_with(
     let n = size(augmented);
     let layers = augmented.len();
     let done = AtomicUsize::new(0);
-    // One task per (layer, source): its bounds, then its n sinks.
-    let rows: Vec<Vec<f64>> = (0..layers * n)
-        .into_par_iter()
-        .map(|p| {
-            let (layer, source) = (p / n, p % n);
-            let capacities = &augmented[..layer + 1];
-            let bounds = upper_bounds(capacities, source);
-            let values: Vec<f64> = (0..n)
-                .map(|sink| max_flow_in(capacities, source, sink, bounds[sink]))
-                .collect();
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1, layers * n);
-            normalise(&values)
-        })
-        .collect();
-    rows.chunks(n.max(1)).map(<[_]>::to_vec).collect()
+    let mut maps = Vec::with_capacity(layers);
+    let mut below: Option<Spread> = None;
+    for layer in 0..layers {
+        let capacities = &augmented[..=layer];
+        // One task per source: its bounds, then its n sinks.
+        let solved: Vec<Vec<Settled>> = (0..n)
+            .into_par_iter()
+            .map(|source| {
+                let bounds = upper_bounds(capacities, source);
+                let weights = augmented[layer].row(source);
+                let values = (0..n)
+                    .map(|sink| {
+                        let bound = bounds[sink];
+                        match below.as_ref().and_then(|b| b.settles(sink, weights, bound)) {
+                            Some(settled) => settled,
+                            None => Settled::exact(max_flow_in(capacities, source, sink, bound)),
+                        }
+                    })
+                    .collect();
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, layers * n);
+                values
+            })
+            .collect();
+        maps.push(
+            solved
+                .iter()
+                .map(|row| normalise(&row.iter().map(|s| s.value).collect::<Vec<_>>()))
+                .collect(),
+        );
+        below = Some(Spread::of(&solved));
+    }
+    maps
 }
 
 /// The maximum flow from node `(L, source)` to node `(0, sink)`.
