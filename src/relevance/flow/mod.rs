@@ -11,6 +11,7 @@
 
 mod bounds;
 mod network;
+mod workspace;
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,7 +20,8 @@ use rayon::prelude::*;
 
 use crate::attention::Matrix;
 use bounds::{upper_bounds, Settled, Spread};
-use network::{solve, Workspace};
+use network::solve;
+use workspace::Workspace;
 
 thread_local! {
     /// One workspace per thread, reused by every problem that thread solves.
