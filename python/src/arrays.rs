@@ -78,7 +78,7 @@ pub fn attention_maps<'py>(
                 "rollout" => (row_major(graph.rollout(at()?)?), vec![layers, n]),
                 "flow" => (row_major(graph.flow(at()?)), vec![layers, n]),
                 _ => {
-                    let all = graph.all_positions()?;
+                    let all = graph.all_positions(&|_, _| {})?;
                     let both = all.rollout.into_iter().chain(all.flow).flatten();
                     (row_major(both), vec![2, layers, n, n])
                 }

@@ -123,6 +123,7 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             .unwrap_or(ExplainOptions::default().top_k),
         relevance: RelevanceOptions { fusion, residual },
         all_positions: flag("all_positions")?,
+        progress: None,
         mixing: string("mixing")?
             .map(|m| Mixing::parse_list(&m))
             .transpose()

@@ -6,13 +6,14 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use bert_explain::{
     attention::read_attention_file,
     causal::is_causal,
     device,
-    explain::{explain_attention, EvaluateOptions},
+    explain::{explain_attention, EvaluateOptions, Progress},
     importance::Blank,
     methods::Mixing,
     report::{
@@ -22,6 +23,7 @@ use bert_explain::{
     RelevanceOptions, Renderer, Report, Terminal,
 };
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
 
 mod batch;
 mod causal;
@@ -277,6 +279,8 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
             residual: args.residual,
         },
         all_positions: args.all_positions,
+        // Batch mode has its own bar, one step per line.
+        progress: (args.all_positions && mode != Mode::Batch).then(flow_progress),
         mixing: args.mixing.as_deref().map(Mixing::parse_list).transpose()?,
         evaluate: args.evaluate.then(|| EvaluateOptions {
             word: args.importance_word.clone(),
@@ -406,4 +410,24 @@ fn explain_file(
     let tokens = tokens.map(|t| t.split_whitespace().map(String::from).collect());
     let name = file.display().to_string();
     Ok(explain_attention(&name, &stack, tokens, options)?)
+}
+
+/// The bar on stderr for `--all-positions` (drawn only when stderr is a terminal; cleared
+/// when the last flow is done, or when the options holding it are dropped after an error).
+pub fn flow_progress() -> Progress {
+    let bar = ProgressBar::new(0)
+        .with_style(
+            ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} (layer, position) flows, {per_sec}, {eta} left",
+            )
+            .expect("the progress template is valid"),
+        )
+        .with_finish(ProgressFinish::AndClear);
+    Progress(Arc::new(move |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        if done == total {
+            bar.finish_and_clear();
+        }
+    }))
 }

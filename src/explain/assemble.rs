@@ -113,7 +113,10 @@ pub(super) fn assemble(
         });
     }
     let all_positions = match options.all_positions {
-        true => Some(graph.all_positions()?),
+        true => Some(match &options.progress {
+            Some(progress) => graph.all_positions(&*progress.0)?,
+            None => graph.all_positions(&|_, _| {})?,
+        }),
         false => None,
     };
     Ok(Report {

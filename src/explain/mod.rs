@@ -9,6 +9,8 @@ use assemble::{assemble, eraser_of_every_map, listing, resolve_target, Source};
 pub use assemble::{attention_target, explain_attention};
 use prediction::probabilities;
 
+use std::sync::Arc;
+
 use candle_core::{Device, Tensor};
 
 use crate::attention::AttentionStack;
@@ -41,11 +43,30 @@ pub struct ExplainOptions {
     pub relevance: RelevanceOptions,
     /// Also compute rollout and flow from every position.
     pub all_positions: bool,
+    /// Told how far flow from every position has got (it can take minutes on long texts).
+    pub progress: Option<Progress>,
     /// Also score each token's importance and correlate the maps with the scores.
     pub evaluate: Option<EvaluateOptions>,
     /// SPEC §8's methods to compute besides today's maps (`None`: none, the report as
     /// before).
     pub mixing: Option<Vec<Mixing>>,
+}
+
+/// Called as `(done, total)` while a long step runs, from any thread: today the flows
+/// from every position, one (layer, position) at a time.
+#[derive(Clone)]
+pub struct Progress(pub Arc<dyn Fn(usize, usize) + Send + Sync>);
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
+}
+
+impl PartialEq for Progress {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// The paper's candidates, reported unless others are asked for.
@@ -72,6 +93,7 @@ impl Default for ExplainOptions {
             top_k: 5,
             relevance: RelevanceOptions::default(),
             all_positions: false,
+            progress: None,
             evaluate: None,
             mixing: None,
         }

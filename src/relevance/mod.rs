@@ -5,7 +5,7 @@ mod flow;
 mod raw;
 mod rollout;
 
-pub use flow::{flow, flow_from_every_position, max_flow};
+pub use flow::{flow, flow_from_every_position, flow_from_every_position_with, max_flow};
 pub use raw::raw;
 pub use rollout::{joint_attention, rollout};
 
@@ -91,11 +91,12 @@ impl AttentionGraph {
         flow(&self.capacities, target)
     }
 
-    /// Rollout and flow from every position.
-    pub fn all_positions(&self) -> Result<AllPositions> {
+    /// Rollout and flow from every position, calling `progress(done, total)` as the flows
+    /// advance (see [`flow_from_every_position_with`]).
+    pub fn all_positions(&self, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<AllPositions> {
         Ok(AllPositions {
             rollout: host(&self.joint)?.to_vec3()?,
-            flow: flow_from_every_position(&self.capacities),
+            flow: flow_from_every_position_with(&self.capacities, progress),
         })
     }
 }

@@ -5,16 +5,23 @@
 //! Dinic's algorithm on the dense layered graph ([`network`]); no capacity is scaled to an
 //! integer, so results agree with networkx's Edmonds–Karp up to rounding. The problems are
 //! independent, so rayon spreads them over threads and each one's arithmetic is the same
-//! whatever the schedule: parallel results are bit-identical to serial ones.
+//! whatever the schedule: parallel results are bit-identical to serial ones. A cheap upper
+//! bound per source and sink ([`bounds`]) lets each search stop as soon as its flow reaches
+//! it.
 
+mod bounds;
 mod network;
+mod workspace;
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
 use crate::attention::Matrix;
-use network::{solve, Workspace};
+use bounds::{upper_bounds, Settled, Spread};
+use network::solve;
+use workspace::Workspace;
 
 thread_local! {
     /// One workspace per thread, reused by every problem that thread solves.
@@ -29,8 +36,13 @@ thread_local! {
 pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
     let n = size(augmented);
     let layers = augmented.len();
+    let bounds: Vec<Vec<f64>> = (1..=layers)
+        .into_par_iter()
+        .map(|l| upper_bounds(&augmented[..l], target))
+        .collect();
     let values = solve_all(layers * n, true, |p| {
-        max_flow_in(&augmented[..p / n + 1], target, p % n)
+        let (layer, sink) = (p / n, p % n);
+        max_flow_in(&augmented[..layer + 1], target, sink, bounds[layer][sink])
     });
     values.chunks(n.max(1)).map(normalise).collect()
 }
@@ -42,16 +54,53 @@ pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
 /// `[l - 1][i][j]` is the maximum flow from `(l, i)` to `(0, j)`, normalised over `j` to
 /// sum to 1; `[..][i][..]` equals `flow(augmented, i)`.
 pub fn flow_from_every_position(augmented: &[Matrix]) -> Vec<Vec<Vec<f64>>> {
+    flow_from_every_position_with(augmented, &|_, _| {})
+}
+
+/// [`flow_from_every_position`], calling `progress(done, total)` each time the flows from
+/// one position at one layer are done (from any thread, positions in any order).
+///
+/// Layers go in order: once the flows from every position of one layer are known, many of
+/// the next layer's are settled by bounds alone ([`Spread`]) without a search.
+pub fn flow_from_every_position_with(
+    augmented: &[Matrix],
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Vec<Vec<Vec<f64>>> {
     let n = size(augmented);
     let layers = augmented.len();
-    let values = solve_all(layers * n * n, true, |p| {
-        let (layer, rest) = (p / (n * n), p % (n * n));
-        max_flow_in(&augmented[..layer + 1], rest / n, rest % n)
-    });
-    values
-        .chunks(n.max(1) * n.max(1))
-        .map(|layer| layer.chunks(n.max(1)).map(normalise).collect())
-        .collect()
+    let done = AtomicUsize::new(0);
+    let mut maps = Vec::with_capacity(layers);
+    let mut below: Option<Spread> = None;
+    for layer in 0..layers {
+        let capacities = &augmented[..=layer];
+        // One task per source: its bounds, then its n sinks.
+        let solved: Vec<Vec<Settled>> = (0..n)
+            .into_par_iter()
+            .map(|source| {
+                let bounds = upper_bounds(capacities, source);
+                let weights = augmented[layer].row(source);
+                let values = (0..n)
+                    .map(|sink| {
+                        let bound = bounds[sink];
+                        match below.as_ref().and_then(|b| b.settles(sink, weights, bound)) {
+                            Some(settled) => settled,
+                            None => Settled::exact(max_flow_in(capacities, source, sink, bound)),
+                        }
+                    })
+                    .collect();
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, layers * n);
+                values
+            })
+            .collect();
+        maps.push(
+            solved
+                .iter()
+                .map(|row| normalise(&row.iter().map(|s| s.value).collect::<Vec<_>>()))
+                .collect(),
+        );
+        below = Some(Spread::of(&solved));
+    }
+    maps
 }
 
 /// The maximum flow from node `(L, source)` to node `(0, sink)`.
@@ -60,11 +109,12 @@ pub fn flow_from_every_position(augmented: &[Matrix]) -> Vec<Vec<Vec<f64>>> {
 /// capacity of edge `(k + 1, i) → (k, j)`. `source, sink < n`. Exact in f64.
 pub fn max_flow(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
     size(capacities);
-    max_flow_in(capacities, source, sink)
+    max_flow_in(capacities, source, sink, f64::INFINITY)
 }
 
-fn max_flow_in(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
-    WORKSPACE.with(|work| solve(capacities, source, sink, &mut work.borrow_mut()))
+/// The maximum flow, given an upper bound on it (`f64::INFINITY` if none is known).
+fn max_flow_in(capacities: &[Matrix], source: usize, sink: usize, bound: f64) -> f64 {
+    WORKSPACE.with(|work| solve(capacities, source, sink, bound, &mut work.borrow_mut()))
 }
 
 /// `n`, after checking that every layer is `n × n`.

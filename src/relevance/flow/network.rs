@@ -1,83 +1,28 @@
 //! The residual network of one max-flow problem on the layered attention DAG, solved with
 //! Dinic's algorithm (Dinitz 1970) directly on the dense capacity matrices.
 //!
-//! Node `(k, i)` has index `k * n + i`. Capacities are never copied: the network keeps the
-//! flow on every edge twice, row-major (`flow[k][i * n + j]` on `(k + 1, i) → (k, j)`) for
-//! scanning a node's edges down and transposed (`back[k][j * n + i]`) for scanning its
-//! edges back up, so both scans read memory in order. Only the entries a problem touched
-//! are reset afterwards, so one workspace serves any number of problems.
+//! Node `(k, i)` has index `k * n + i`. Capacities are never copied; the flow, the levels
+//! and the chains of nodes still of use live in a [`Workspace`].
 
+use super::workspace::{Frame, Workspace, UNSEEN};
 use crate::attention::Matrix;
 
 /// Residual capacities at or below this count as zero. Attention weights lie in [0, 1], so
 /// this is far below anything meaningful and far above f64 rounding of a few additions.
 pub const EPS: f64 = 1e-14;
 
-const UNSEEN: u32 = u32::MAX;
-
-/// Scratch memory for problems with up to `layers` layers of `n` positions.
-#[derive(Default)]
-pub struct Workspace {
-    n: usize,
-    flow: Vec<Vec<f64>>,
-    back: Vec<Vec<f64>>,
-    /// `(layer, i, j)` of every edge whose flow changed, to reset.
-    touched: Vec<(u32, u32, u32)>,
-    /// Whether `back` mirrors `flow`: the first phase never looks back, so it builds the
-    /// mirror only if a second phase comes.
-    back_live: bool,
-    level: Vec<u32>,
-    cursor: Vec<u32>,
-    queue: Vec<u32>,
-    frames: Vec<Frame>,
-}
-
-impl Workspace {
-    fn prepare(&mut self, layers: usize, n: usize) {
-        if self.n != n {
-            *self = Self {
-                n,
-                ..Self::default()
-            };
-        }
-        while self.flow.len() < layers {
-            self.flow.push(vec![0.0; n * n]);
-            self.back.push(vec![0.0; n * n]);
-        }
-        let nodes = (layers + 1) * n;
-        if self.level.len() < nodes {
-            self.level.resize(nodes, UNSEEN);
-            self.cursor.resize(nodes, 0);
-        }
-    }
-
-    fn reset(&mut self) {
-        let n = self.n;
-        for &(k, i, j) in &self.touched {
-            let (k, i, j) = (k as usize, i as usize, j as usize);
-            self.flow[k][i * n + j] = 0.0;
-            if self.back_live {
-                self.back[k][j * n + i] = 0.0;
-            }
-        }
-        self.touched.clear();
-        self.back_live = false;
-    }
-
-    /// Builds the transposed mirror of the flow from the edges touched so far.
-    fn mirror(&mut self) {
-        let n = self.n;
-        for &(k, i, j) in &self.touched {
-            let (k, i, j) = (k as usize, i as usize, j as usize);
-            self.back[k][j * n + i] = self.flow[k][i * n + j];
-        }
-        self.back_live = true;
-    }
-}
-
 /// The maximum flow from `(L, source)` to `(0, sink)`, where `capacities[k]` (`n × n`)
 /// holds the capacity of each edge `(k + 1, i) → (k, j)` and `L = capacities.len() ≥ 1`.
-pub fn solve(capacities: &[Matrix], source: usize, sink: usize, work: &mut Workspace) -> f64 {
+/// `known_bound` is an upper bound on the answer the caller has proved (`f64::INFINITY`
+/// if none): the search stops as soon as the flow reaches it, without a last phase to
+/// prove that no more can pass.
+pub fn solve(
+    capacities: &[Matrix],
+    source: usize,
+    sink: usize,
+    known_bound: f64,
+    work: &mut Workspace,
+) -> f64 {
     let layers = capacities.len();
     let n = capacities[0].n;
     match layers {
@@ -94,7 +39,7 @@ pub fn solve(capacities: &[Matrix], source: usize, sink: usize, work: &mut Works
     // No flow exceeds what leaves the source or what enters the sink.
     let out_of_source: f64 = capacities[layers - 1].row(source).iter().sum();
     let into_sink: f64 = (0..n).map(|i| capacities[0].get(i, sink)).sum();
-    let bound = out_of_source.min(into_sink);
+    let bound = out_of_source.min(into_sink).min(known_bound);
     work.prepare(layers, n);
     let mut dinic = Dinic {
         capacities,
@@ -108,9 +53,6 @@ pub fn solve(capacities: &[Matrix], source: usize, sink: usize, work: &mut Works
     // straight ones down the layers, so node (k, i) is at level `L - k`.
     dinic.straight_levels();
     let mut total = dinic.blocking_flow(layers as u32, bound, true);
-    if bound - total > EPS {
-        dinic.work.mirror();
-    }
     while bound - total > EPS {
         let Some(depth) = dinic.levels() else { break };
         total += dinic.blocking_flow(depth, bound - total, false);
@@ -141,15 +83,19 @@ impl Dinic<'_, '_> {
         }
         level[self.source as usize] = 0;
         level[self.sink as usize] = top as u32;
+        self.work.chain(top, |_| true);
     }
 
     /// Breadth-first levels from the source over residual edges; the sink's level, if the
-    /// sink is reachable. Nodes at or beyond the sink's level are not expanded.
+    /// sink is reachable. Nodes at or beyond the sink's level are not expanded. Each scan
+    /// visits only the nodes of the next layer not reached yet; afterwards the chains hold
+    /// the nodes below the sink's level, for the phase's search.
     fn levels(&mut self) -> Option<u32> {
         let n = self.n;
-        let nodes = (self.top + 1) * n;
+        let top = self.top;
         let w = &mut *self.work;
-        w.level[..nodes].fill(UNSEEN);
+        w.level[..(top + 1) * n].fill(UNSEEN);
+        w.chain(top, |_| true);
         w.queue.clear();
         w.level[self.source as usize] = 0;
         w.queue.push(self.source);
@@ -166,13 +112,14 @@ impl Dinic<'_, '_> {
             let (k, i) = (u / n, u % n);
             if k >= 2 {
                 let caps = self.capacities[k - 1].row(i);
-                let flows = &w.flow[k - 1][i * n..(i + 1) * n];
-                let below = &mut w.level[(k - 1) * n..k * n];
-                for (j, (&c, &f)) in caps.iter().zip(flows).enumerate() {
-                    if below[j] == UNSEEN && c - f > EPS {
-                        below[j] = here + 1;
+                let mut j = w.chained_from(k - 1, 0);
+                while j < n {
+                    if caps[j] - w.flow[k - 1][i * n + j] > EPS {
+                        w.level[(k - 1) * n + j] = here + 1;
                         w.queue.push(((k - 1) * n + j) as u32);
+                        w.unchain(k - 1, j);
                     }
+                    j = w.chained_from(k - 1, j + 1);
                 }
             } else if k == 1
                 && w.level[sink] == UNSEEN
@@ -182,18 +129,22 @@ impl Dinic<'_, '_> {
                 depth = here + 1;
             }
             // Edges back up into the source's layer lead only to the source itself.
-            if k + 1 < self.top {
-                let flows = &w.back[k][i * n..(i + 1) * n];
-                let above = &mut w.level[(k + 1) * n..(k + 2) * n];
-                for (j, &f) in flows.iter().enumerate() {
-                    if above[j] == UNSEEN && f > EPS {
-                        above[j] = here + 1;
+            if k + 1 < top {
+                for p in 0..w.senders[u].len() {
+                    let j = w.senders[u][p] as usize;
+                    if w.level[(k + 1) * n + j] == UNSEEN && w.flow[k][j * n + i] > EPS {
+                        w.level[(k + 1) * n + j] = here + 1;
                         w.queue.push(((k + 1) * n + j) as u32);
+                        w.unchain(k + 1, j);
                     }
                 }
             }
         }
-        (depth != UNSEEN).then_some(depth)
+        if depth == UNSEEN {
+            return None;
+        }
+        w.chain(top, |level| level < depth);
+        Some(depth)
     }
 
     /// A blocking flow of the level graph (sink at level `depth`), at most `limit`;
@@ -228,7 +179,7 @@ impl Dinic<'_, '_> {
             } else if down_only && k == 2 {
                 frame.sent += self.drain_to_sink(u, frame.limit - frame.sent);
                 if self.work.cursor[u] as usize >= self.n {
-                    self.work.level[u] = UNSEEN;
+                    self.work.bury(2, u - 2 * self.n);
                 }
                 Some(frame.sent)
             } else {
@@ -245,7 +196,7 @@ impl Dinic<'_, '_> {
                     }
                     None => {
                         // A dead end for the rest of this phase.
-                        self.work.level[u] = UNSEEN;
+                        self.work.bury(k, u - k * self.n);
                         Some(frame.sent)
                     }
                 }
@@ -276,31 +227,30 @@ impl Dinic<'_, '_> {
         let n = self.n;
         let i = u - 2 * n;
         let sink = self.sink as usize;
-        let alive = (self.top - 1) as u32;
         let w = &mut *self.work;
         let caps = &self.capacities[1].data[i * n..(i + 1) * n];
         let bottom = &self.capacities[0].data;
         let mut arc = w.cursor[u] as usize;
         let mut sent = 0.0;
-        while arc < n {
-            if w.level[n + arc] == alive {
-                let upper = caps[arc] - w.flow[1][i * n + arc];
-                let lower = bottom[arc * n + sink] - w.flow[0][arc * n + sink];
-                if lower <= EPS {
-                    w.level[n + arc] = UNSEEN;
-                } else if upper > EPS {
-                    let amount = (limit - sent).min(upper).min(lower);
-                    w.flow[1][i * n + arc] += amount;
-                    w.flow[0][arc * n + sink] += amount;
-                    w.touched.push((1, i as u32, arc as u32));
-                    w.touched.push((0, arc as u32, sink as u32));
-                    sent += amount;
-                    if bottom[arc * n + sink] - w.flow[0][arc * n + sink] <= EPS {
-                        w.level[n + arc] = UNSEEN;
-                    } else if caps[arc] - w.flow[1][i * n + arc] > EPS {
-                        // Only the limit stopped this arc: keep it for the next visit.
-                        break;
-                    }
+        loop {
+            arc = w.chained_from(1, arc);
+            if arc >= n {
+                break;
+            }
+            let upper = caps[arc] - w.flow[1][i * n + arc];
+            let lower = bottom[arc * n + sink] - w.flow[0][arc * n + sink];
+            if lower <= EPS {
+                w.bury(1, arc);
+            } else if upper > EPS {
+                let amount = (limit - sent).min(upper).min(lower);
+                let above = w.carry(1, i, arc, amount);
+                let into_sink = w.carry(0, arc, sink, amount);
+                sent += amount;
+                if bottom[arc * n + sink] - into_sink <= EPS {
+                    w.bury(1, arc);
+                } else if caps[arc] - above > EPS {
+                    // Only the limit stopped this arc: keep it for the next visit.
+                    break;
                 }
             }
             arc += 1;
@@ -314,8 +264,8 @@ impl Dinic<'_, '_> {
 
     /// The first admissible arc of `u = (k, i)` from its cursor on, if any, as the head's
     /// node and layer and the arc's residual capacity; the cursor is left on that arc.
-    /// Down arcs and up arcs are scanned as slices of the capacity and flow rows: this
-    /// loop is where the engine spends its time.
+    /// Arcs are numbered `j < n` down to `(k - 1, j)` (only the sink's from layer 1), then
+    /// `n + p` back up to `(k + 1, senders[u][p])`. Down scans follow the layer's chain.
     fn admissible(
         &mut self,
         u: usize,
@@ -338,12 +288,14 @@ impl Dinic<'_, '_> {
                     return Some((sink, 0, residual));
                 }
             } else if next < depth {
-                let caps = &self.capacities[k - 1].data[i * n..(i + 1) * n];
-                let flows = &w.flow[k - 1][i * n..(i + 1) * n];
-                let below = &w.level[(k - 1) * n..k * n];
-                while arc < n {
-                    let residual = caps[arc] - flows[arc];
-                    if below[arc] == next && residual > EPS {
+                let caps = self.capacities[k - 1].row(i);
+                loop {
+                    arc = w.chained_from(k - 1, arc);
+                    if arc >= n {
+                        break;
+                    }
+                    let residual = caps[arc] - w.flow[k - 1][i * n + arc];
+                    if w.level[(k - 1) * n + arc] == next && residual > EPS {
                         w.cursor[u] = arc as u32;
                         return Some(((k - 1) * n + arc, k - 1, residual));
                     }
@@ -354,16 +306,16 @@ impl Dinic<'_, '_> {
         }
         // Up arcs never reach the sink, and those into the source's layer are useless.
         if !down_only && next < depth && k + 1 < self.top {
-            let flows = &w.back[k][i * n..(i + 1) * n];
-            let above = &w.level[(k + 1) * n..(k + 2) * n];
-            for (j, (&f, &level)) in flows.iter().zip(above).enumerate().skip(arc - n) {
-                if level == next && f > EPS {
-                    w.cursor[u] = (n + j) as u32;
+            for p in arc - n..w.senders[u].len() {
+                let j = w.senders[u][p] as usize;
+                let f = w.flow[k][j * n + i];
+                if w.level[(k + 1) * n + j] == next && f > EPS {
+                    w.cursor[u] = (n + p) as u32;
                     return Some(((k + 1) * n + j, k + 1, f));
                 }
             }
         }
-        w.cursor[u] = 2 * n as u32;
+        w.cursor[u] = u32::MAX;
         None
     }
 
@@ -376,27 +328,13 @@ impl Dinic<'_, '_> {
         let (layer, from, to, change) = if arc < n {
             (k - 1, i, arc, amount)
         } else {
-            (k, arc - n, i, -amount)
+            (k, w.senders[u][arc - n] as usize, i, -amount)
         };
-        let flow = &mut w.flow[layer][from * n + to];
-        *flow += change;
-        let flow = *flow;
-        if w.back_live {
-            w.back[layer][to * n + from] = flow;
-        }
-        w.touched.push((layer as u32, from as u32, to as u32));
+        let flow = w.carry(layer, from, to, change);
         if arc < n {
             self.capacities[layer].data[from * n + to] - flow
         } else {
             flow
         }
     }
-}
-
-/// One node on the depth-first path: what it may pass on (`limit`) and has passed on.
-struct Frame {
-    node: usize,
-    layer: usize,
-    limit: f64,
-    sent: f64,
 }

@@ -1,0 +1,182 @@
+//! Upper bounds on attention flow that cost one pass over the layers instead of a
+//! max-flow search.
+//!
+//! No flow into node `(k, m)` exceeds `h_k(m) = Σ_i min(h_{k+1}(i), C_{k+1}[i][m])`: the flow
+//! on each arc into it is at most the arc's capacity and at most what reached the arc's tail,
+//! starting from `h_{L-1}(m) = C_L[source][m]` below the source. The flow into the sink
+//! `(0, j)` is then at most `Σ_m min(h_1(m), C_1[m][j])`, and at most what leaves the
+//! source, `Σ_m C_L[source][m]`. On real attention this bound is
+//! usually the answer, and knowing it lets the search stop as soon as the flow reaches it
+//! instead of running a last phase that proves no more can pass.
+//!
+//! Lower bounds come from flows already found. Let `f_i` be a flow of value `F_i > 0` from
+//! `(l, i)` to the sink for every `i`, and `w_i = C_{l+1}[t][i]`. For shares `λ_i ≥ 0` with
+//! `λ_i·F_i ≤ w_i` and `Σ_i λ_i ≤ 1`, sending `λ_i·f_i` through each arc `(l + 1, t) → (l, i)`
+//! is a flow from `(l + 1, t)`: every arc below carries at most `Σ_i λ_i·cap ≤ cap`. Its value
+//! `Σ_i λ_i·F_i` is largest when the shares go to the greatest `F_i` first (a fractional
+//! knapsack). Deep in a network most positions' flows to a sink reach the same bound (the
+//! sink's in-capacity, or the source's out-capacity); then this lower bound meets the upper
+//! one and the next layer's flow is settled with no search at all.
+
+use crate::attention::Matrix;
+
+/// For the source `(L, source)`, `L = capacities.len()`: an upper bound on the maximum flow
+/// to each sink `(0, j)`, `[n]`. With fewer than three layers the answer has a closed form and
+/// no bound is needed: every entry is infinite.
+pub fn upper_bounds(capacities: &[Matrix], source: usize) -> Vec<f64> {
+    let layers = capacities.len();
+    let n = capacities.first().map_or(0, |m| m.n);
+    if layers < 3 {
+        return vec![f64::INFINITY; n];
+    }
+    let mut reach = capacities[layers - 1].row(source).to_vec();
+    let out: f64 = reach.iter().sum();
+    for k in (0..layers - 1).rev() {
+        let mut below = vec![0.0; n];
+        for (i, &arrives) in reach.iter().enumerate() {
+            if arrives > 0.0 {
+                for (b, &c) in below.iter_mut().zip(capacities[k].row(i)) {
+                    *b += arrives.min(c);
+                }
+            }
+        }
+        reach = below;
+    }
+    // Nor more than leaves the source.
+    reach.iter().map(|&r| r.min(out)).collect()
+}
+
+/// Bounds this close (relative) settle a flow without a search. Settled values are upper
+/// bounds; the lower bounds that settled them are what the next layer builds on, so the
+/// tolerance does not compound over layers.
+const SETTLED: f64 = 1e-13;
+
+/// One flow of a layer: the value reported, and a value a flow is known to reach (the
+/// same, when a search found it).
+#[derive(Debug, Clone, Copy)]
+pub struct Settled {
+    pub value: f64,
+    reached: f64,
+}
+
+impl Settled {
+    pub fn exact(value: f64) -> Self {
+        Self {
+            value,
+            reached: value,
+        }
+    }
+}
+
+/// The flows from every position of one layer to each sink, for the layer above: per sink,
+/// the sources with a flow, greatest flow first.
+pub struct Spread {
+    by_sink: Vec<Vec<(f64, u32)>>,
+}
+
+impl Spread {
+    /// `flows[source][sink]` of one layer.
+    pub fn of(flows: &[Vec<Settled>]) -> Self {
+        let n = flows.first().map_or(0, Vec::len);
+        let by_sink = (0..n)
+            .map(|sink| {
+                let mut sources: Vec<(f64, u32)> = flows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, row)| row[sink].reached > 0.0)
+                    .map(|(source, row)| (row[sink].reached, source as u32))
+                    .collect();
+                sources.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                sources
+            })
+            .collect();
+        Self { by_sink }
+    }
+
+    /// The flow one layer up to `sink` from a source whose arcs down have capacities
+    /// `weights`, when the knapsack lower bound of the module's comment meets `bound` (an
+    /// upper bound on it).
+    pub fn settles(&self, sink: usize, weights: &[f64], bound: f64) -> Option<Settled> {
+        if !bound.is_finite() {
+            return None;
+        }
+        let close = |reached: f64| bound - reached <= SETTLED * bound;
+        let (mut budget, mut reached) = (1.0f64, 0.0);
+        for &(flow, source) in &self.by_sink[sink] {
+            let share = (weights[source as usize] / flow).min(budget);
+            reached += share * flow;
+            budget -= share;
+            if budget <= 0.0 || close(reached) {
+                break;
+            }
+        }
+        close(reached).then_some(Settled {
+            value: bound,
+            reached: reached.min(bound),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::relevance::flow::max_flow;
+
+    #[test]
+    fn bounds_every_flow_and_meets_it_where_each_arc_is_the_bottleneck() {
+        // Three layers of 2 nodes; flows checked against the engine without the bound.
+        let m = |d: &[f64]| Matrix {
+            n: 2,
+            data: d.to_vec(),
+        };
+        let caps = [
+            m(&[0.5, 0.5, 0.25, 0.75]),
+            m(&[0.9, 0.1, 0.2, 0.8]),
+            m(&[0.6, 0.4, 0.0, 1.0]),
+        ];
+        for source in 0..2 {
+            let bounds = upper_bounds(&caps, source);
+            for (sink, &bound) in bounds.iter().enumerate() {
+                assert!(max_flow(&caps, source, sink) <= bound + 1e-15);
+            }
+        }
+        // From (3, 1): reach (2, ·) = [0, 1]; (1, ·) = [min(1, .2), min(1, .8)] = [.2, .8];
+        // sink 0: min(.2, .5) + min(.8, .25) = .45, which a flow attains.
+        let bounds = upper_bounds(&caps, 1);
+        assert!((bounds[0] - 0.45).abs() < 1e-15);
+        assert!((max_flow(&caps, 1, 0) - 0.45).abs() < 1e-15);
+    }
+
+    #[test]
+    fn deep_flows_are_settled_by_the_layer_below_and_equal_the_search() {
+        let layer = Matrix {
+            n: 3,
+            data: vec![0.6, 0.2, 0.2, 0.3, 0.4, 0.3, 0.25, 0.25, 0.5],
+        };
+        let caps = vec![layer; 6];
+        let mut settled = 0;
+        for l in 4..=6 {
+            let below: Vec<Vec<Settled>> = (0..3)
+                .map(|i| {
+                    (0..3)
+                        .map(|j| Settled::exact(max_flow(&caps[..l - 1], i, j)))
+                        .collect()
+                })
+                .collect();
+            let spread = Spread::of(&below);
+            for t in 0..3 {
+                let bounds = upper_bounds(&caps[..l], t);
+                for (j, &bound) in bounds.iter().enumerate() {
+                    let exact = max_flow(&caps[..l], t, j);
+                    assert!(exact <= bound + 1e-15);
+                    if let Some(s) = spread.settles(j, caps[l - 1].row(t), bound) {
+                        settled += 1;
+                        assert!((s.value - exact).abs() <= 1e-13 * exact, "{l} {t} {j}");
+                        assert!(s.reached <= exact + 1e-15);
+                    }
+                }
+            }
+        }
+        assert!(settled > 0, "no flow was settled by bounds");
+    }
+}

@@ -1,0 +1,132 @@
+//! Scratch memory for the max-flow searches of [`super::network`], reused across problems.
+//!
+//! The flow is kept row-major beside the capacities (`flow[k][i * n + j]` on
+//! `(k + 1, i) → (k, j)`), so a scan down reads memory in order, and every node lists the
+//! positions above it whose arc into it has carried flow: its only arcs back up, and the
+//! entries to reset afterwards, so one workspace serves any number of problems.
+//!
+//! Each layer also keeps a chain of "next node still of use" links (path-halving, as in
+//! union–find): while levels are searched, the nodes not yet reached; while a phase sends
+//! flow, the nodes not yet found to be dead ends. A node leaves the chain once, so scans
+//! skip runs of finished nodes instead of reading every arc into them: on dense attention
+//! a layer is mostly reached from its first few parents, and the rest of the scans are short.
+
+/// A node no search has reached, or a dead end of the current phase.
+pub const UNSEEN: u32 = u32::MAX;
+
+/// Scratch memory for problems with up to `layers` layers of `n` positions.
+#[derive(Default)]
+pub struct Workspace {
+    pub(super) n: usize,
+    pub(super) flow: Vec<Vec<f64>>,
+    /// Per node `(k, i)`: every `j` whose arc `(k + 1, j) → (k, i)` has carried flow in
+    /// this problem (a `j` may repeat).
+    pub(super) senders: Vec<Vec<u32>>,
+    /// The nodes whose `senders` are not empty.
+    pub(super) receivers: Vec<u32>,
+    pub(super) level: Vec<u32>,
+    /// Per layer `k`, `n + 1` links from `k * (n + 1)`; following them from `i` reaches the
+    /// first node `≥ i` of layer `k` still in the chain (`n` when there is none).
+    pub(super) links: Vec<u32>,
+    pub(super) cursor: Vec<u32>,
+    pub(super) queue: Vec<u32>,
+    pub(super) frames: Vec<Frame>,
+}
+
+impl Workspace {
+    pub(super) fn prepare(&mut self, layers: usize, n: usize) {
+        if self.n != n {
+            *self = Self {
+                n,
+                ..Self::default()
+            };
+        }
+        while self.flow.len() < layers {
+            self.flow.push(vec![0.0; n * n]);
+        }
+        let nodes = (layers + 1) * n;
+        if self.senders.len() < nodes {
+            self.senders.resize_with(nodes, Vec::new);
+        }
+        if self.links.len() < (layers + 1) * (n + 1) {
+            self.links.resize((layers + 1) * (n + 1), 0);
+        }
+        if self.level.len() < nodes {
+            self.level.resize(nodes, UNSEEN);
+            self.cursor.resize(nodes, 0);
+        }
+    }
+
+    pub(super) fn reset(&mut self) {
+        let n = self.n;
+        for &v in &self.receivers {
+            let (k, i) = (v as usize / n, v as usize % n);
+            let mut senders = std::mem::take(&mut self.senders[v as usize]);
+            for &j in &senders {
+                self.flow[k][j as usize * n + i] = 0.0;
+            }
+            senders.clear();
+            self.senders[v as usize] = senders;
+        }
+        self.receivers.clear();
+    }
+
+    /// Changes the flow on arc `(k + 1, from) → (k, to)` by `change`; returns the new flow.
+    pub(super) fn carry(&mut self, k: usize, from: usize, to: usize, change: f64) -> f64 {
+        let n = self.n;
+        let flow = &mut self.flow[k][from * n + to];
+        if *flow == 0.0 {
+            let senders = &mut self.senders[k * n + to];
+            if senders.is_empty() {
+                self.receivers.push((k * n + to) as u32);
+            }
+            senders.push(from as u32);
+        }
+        *flow += change;
+        *flow
+    }
+
+    /// The first node `≥ i` of layer `k` still in the chain (`n` when none is left).
+    pub(super) fn chained_from(&mut self, k: usize, mut i: usize) -> usize {
+        let base = k * (self.n + 1);
+        let links = &mut self.links;
+        while links[base + i] as usize != i {
+            let skip = links[base + links[base + i] as usize];
+            links[base + i] = skip;
+            i = skip as usize;
+        }
+        i
+    }
+
+    /// Takes node `(k, i)` out of its layer's chain.
+    pub(super) fn unchain(&mut self, k: usize, i: usize) {
+        self.links[k * (self.n + 1) + i] = (i + 1) as u32;
+    }
+
+    /// Puts every node of layers `1..top` in the chain where `keep` says so.
+    pub(super) fn chain(&mut self, top: usize, keep: impl Fn(u32) -> bool) {
+        let n = self.n;
+        for k in 1..top {
+            let levels = &self.level[k * n..(k + 1) * n];
+            let links = &mut self.links[k * (n + 1)..(k + 1) * (n + 1)];
+            for (i, (link, &level)) in links.iter_mut().zip(levels).enumerate() {
+                *link = if keep(level) { i } else { i + 1 } as u32;
+            }
+            links[n] = n as u32;
+        }
+    }
+
+    /// Node `(k, i)` is a dead end for the rest of the phase.
+    pub(super) fn bury(&mut self, k: usize, i: usize) {
+        self.level[k * self.n + i] = UNSEEN;
+        self.unchain(k, i);
+    }
+}
+
+/// One node on the depth-first path: what it may pass on (`limit`) and has passed on.
+pub(super) struct Frame {
+    pub(super) node: usize,
+    pub(super) layer: usize,
+    pub(super) limit: f64,
+    pub(super) sent: f64,
+}
