@@ -1,0 +1,184 @@
+//! The command line's options, as clap parses them.
+
+use std::path::{Path, PathBuf};
+
+use bert_explain::report::Format;
+use clap::{Parser, ValueEnum};
+
+use super::causal;
+
+/// Explain which input tokens a BERT's prediction at [MASK] rests on: raw attention,
+/// attention rollout and attention flow (Abnar & Zuidema, ACL 2020).
+#[derive(Parser, Debug)]
+#[command(name = "bert-explain", version, about)]
+pub struct Args {
+    /// The sentence, with one [MASK] where the word to predict goes; for a GPT-2 model
+    /// (config.json model_type "gpt2"), the prompt to continue.
+    #[arg(
+        required_unless_present_any = ["attention", "input"],
+        conflicts_with_all = ["attention", "input"]
+    )]
+    pub text: Option<String>,
+
+    /// Batch mode: explain every line of a JSON-lines file ({"text": …, optional "target"
+    /// and "candidates"}) with one loaded model; one JSON report per line comes out.
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with = "attention")]
+    pub input: Option<PathBuf>,
+
+    /// With --input: write the reports here instead of stdout.
+    #[arg(long, value_name = "FILE.jsonl", requires = "input")]
+    pub output: Option<PathBuf>,
+
+    /// Score each token's importance for the predicted word (input gradients, blank-out)
+    /// and report the Spearman correlation of every layer of every method with each score.
+    #[arg(long)]
+    pub evaluate: bool,
+
+    /// With --evaluate: explain this word's probability instead of the top prediction's.
+    #[arg(long, value_name = "WORD", requires = "evaluate")]
+    pub importance_word: Option<String>,
+
+    /// With --evaluate on a classifier: explain this label's probability (its name from
+    /// id2label, or its id) instead of the top label's.
+    #[arg(long, value_name = "NAME|ID", requires = "evaluate")]
+    pub label: Option<String>,
+
+    /// The second text of a pair (NLI, paraphrase), joined as the tokenizer joins pairs.
+    #[arg(long, value_name = "TEXT")]
+    pub pair: Option<String>,
+
+    /// The text is tokens separated by spaces, each looked up in the vocabulary as it is
+    /// (SMILES, protein or DNA tokens); one not in the vocabulary is an error.
+    #[arg(long)]
+    pub pretokenized: bool,
+
+    /// With --evaluate: the token that blank-out puts in place of each token.
+    #[arg(long, value_enum, default_value_t = BlankArg::Unk, requires = "evaluate")]
+    pub blank: BlankArg,
+
+    /// Explain an attention stack saved by another framework instead of running a model:
+    /// a .npy or .safetensors file of shape [layers, heads, n, n] or [layers, n, n].
+    #[arg(long, value_name = "FILE")]
+    pub attention: Option<PathBuf>,
+
+    /// With --attention: the n tokens, separated by spaces (default: their positions).
+    #[arg(long, requires = "attention")]
+    pub tokens: Option<String>,
+
+    /// Hugging Face Hub id or a local checkpoint folder.
+    #[arg(long, default_value = "bert-base-uncased")]
+    pub model: String,
+
+    /// Hub revision (branch, tag or commit).
+    #[arg(long, default_value = "main")]
+    pub revision: String,
+
+    /// Position to explain (default: the [MASK]).
+    #[arg(long)]
+    pub target: Option<usize>,
+
+    /// Comma-separated words whose probability to report.
+    /// [default: his,her, when the vocabulary has both]
+    #[arg(long, value_delimiter = ',')]
+    pub candidates: Option<Vec<String>>,
+
+    /// How many top predictions to report.
+    #[arg(long, default_value_t = 5)]
+    pub top_k: usize,
+
+    /// Print the JSON report on stdout and nothing else there.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print every layer's relevance, not just the last layer's.
+    #[arg(long)]
+    pub layers: bool,
+
+    /// Also compute rollout and flow from every position, as the reference's
+    /// compute_flows does (JSON: "all_positions").
+    #[arg(long)]
+    pub all_positions: bool,
+
+    /// Methods beyond attention (SPEC §8), comma-separated: attention, norm, alti,
+    /// value-zeroing, grad-attention, or all; each gets layer, rollout and flow maps
+    /// (JSON: "methods").
+    #[arg(long, value_name = "M,M..")]
+    pub mixing: Option<String>,
+
+    /// How to fuse the heads of a layer.
+    #[arg(long, value_enum, default_value_t = Fusion::Mean)]
+    pub fusion: Fusion,
+
+    /// Weight α of the residual connection: Â = (1-α)·Ā + α·I.
+    #[arg(long, default_value_t = 0.5, value_parser = parse_alpha)]
+    pub residual: f64,
+
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+
+    /// Also write the paper's figure (raw, rollout and flow heatmaps and the prediction):
+    /// PATH ending in .svg or .png; may be given more than once.
+    #[arg(long, value_name = "PATH", value_parser = figure_path, conflicts_with = "input")]
+    pub figure: Vec<PathBuf>,
+
+    /// Also write a self-contained interactive HTML report to PATH (.html).
+    #[arg(long, value_name = "PATH", value_parser = html_path, conflicts_with = "input")]
+    pub html: Option<PathBuf>,
+
+    /// Leave [CLS], [SEP] and punctuation out of every output (JSON too) and renormalise
+    /// each layer over the remaining tokens.
+    #[arg(long, conflicts_with = "input")]
+    pub hide_special: bool,
+
+    /// Colour the --layers grids: auto (when stdout is a terminal and NO_COLOR is unset),
+    /// always or never.
+    #[arg(long, value_enum, default_value_t = ColorArg::Auto, value_name = "WHEN")]
+    pub color: ColorArg,
+
+    #[command(flatten)]
+    pub causal: causal::CausalArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum ColorArg {
+    Auto,
+    Always,
+    Never,
+}
+
+pub(super) fn figure_path(text: &str) -> Result<PathBuf, String> {
+    Format::of_figure(Path::new(text)).map(|_| PathBuf::from(text))
+}
+
+pub(super) fn html_path(text: &str) -> Result<PathBuf, String> {
+    Format::of_html(Path::new(text)).map(|_| PathBuf::from(text))
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum BlankArg {
+    Unk,
+    Mask,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Fusion {
+    Mean,
+    Max,
+    Min,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum DeviceArg {
+    Auto,
+    Cpu,
+    Cuda,
+    Metal,
+}
+
+pub(super) fn parse_alpha(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(alpha) if (0.0..=1.0).contains(&alpha) => Ok(alpha),
+        _ => Err(format!("{text:?} is not a number between 0 and 1")),
+    }
+}
