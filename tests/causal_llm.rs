@@ -10,6 +10,7 @@ mod common;
 use bert_explain::causal::{CausalExplainer, CausalMethods, CausalOptions, CausalRelevance};
 use bert_explain::ModelSource;
 use candle_core::Device;
+use common::causal::assert_close;
 use common::{bin, fails, real_model, repo};
 use serde::Deserialize;
 
@@ -40,35 +41,6 @@ fn read<T: for<'a> Deserialize<'a>>(file: &str) -> T {
     serde_json::from_str(&text).unwrap()
 }
 
-fn assert_close(name: &str, got: &CausalRelevance, want: &CausalRelevance) {
-    let pairs = [
-        ("raw", Some(&got.raw), Some(&want.raw)),
-        ("rollout", Some(&got.rollout), Some(&want.rollout)),
-        (
-            "rollout_corrected",
-            got.rollout_corrected.as_ref(),
-            want.rollout_corrected.as_ref(),
-        ),
-        ("flow", got.flow.as_ref(), want.flow.as_ref()),
-    ];
-    for (method, g, w) in pairs {
-        let (g, w) = (g.expect(method), w.expect(method));
-        assert_eq!(g.len(), w.len(), "{name}: {method} generated tokens");
-        for (k, (gk, wk)) in g.iter().zip(w).enumerate() {
-            assert_eq!(gk.len(), wk.len(), "{name}: {method} prompt tokens");
-            for (j, (gj, wj)) in gk.iter().zip(wk).enumerate() {
-                assert_eq!(gj.len(), wj.len(), "{name}: {method} layers");
-                for (l, (a, b)) in gj.iter().zip(wj).enumerate() {
-                    assert!(
-                        (a - b).abs() <= END_TO_END,
-                        "{name}: {method}[{k}][{j}][{l}] = {a} vs reference {b}"
-                    );
-                }
-            }
-        }
-    }
-}
-
 /// Every case of `tests/fixtures/causal/<dir>/cases.json`, its model in `models`.
 fn check_cases(dir: &str, models: &std::path::Path) {
     let cases: Vec<Case> = read(&format!("{dir}/cases.json"));
@@ -91,7 +63,7 @@ fn check_cases(dir: &str, models: &std::path::Path) {
         assert_eq!(got.generated_ids, want.generated_ids, "{name}: tokens");
         assert_eq!(got.generated_tokens, want.generated_tokens, "{name}");
         assert_eq!((got.layers, got.heads), (want.layers, want.heads), "{name}");
-        assert_close(name, &got.relevance, &want.relevance);
+        assert_close(name, &got.relevance, &want.relevance, END_TO_END);
     }
 }
 

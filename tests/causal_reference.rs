@@ -9,6 +9,7 @@ use bert_explain::causal::{
 };
 use bert_explain::{AttentionStack, ModelSource};
 use candle_core::Device;
+use common::causal::assert_close;
 use common::repo;
 use serde::Deserialize;
 
@@ -61,35 +62,6 @@ fn all_methods() -> CausalMethods {
         correction: true,
         flow: true,
         ..Default::default()
-    }
-}
-
-fn assert_close(name: &str, got: &CausalRelevance, want: &CausalRelevance, tolerance: f64) {
-    let pairs = [
-        ("raw", Some(&got.raw), Some(&want.raw)),
-        ("rollout", Some(&got.rollout), Some(&want.rollout)),
-        (
-            "rollout_corrected",
-            got.rollout_corrected.as_ref(),
-            want.rollout_corrected.as_ref(),
-        ),
-        ("flow", got.flow.as_ref(), want.flow.as_ref()),
-    ];
-    for (method, g, w) in pairs {
-        let (g, w) = (g.expect(method), w.expect(method));
-        assert_eq!(g.len(), w.len(), "{name}: {method} generated tokens");
-        for (k, (gk, wk)) in g.iter().zip(w).enumerate() {
-            assert_eq!(gk.len(), wk.len(), "{name}: {method} prompt tokens");
-            for (j, (gj, wj)) in gk.iter().zip(wk).enumerate() {
-                assert_eq!(gj.len(), wj.len(), "{name}: {method} layers");
-                for (l, (a, b)) in gj.iter().zip(wj).enumerate() {
-                    assert!(
-                        (a - b).abs() <= tolerance,
-                        "{name}: {method}[{k}][{j}][{l}] = {a} vs reference {b}"
-                    );
-                }
-            }
-        }
     }
 }
 

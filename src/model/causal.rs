@@ -7,8 +7,9 @@ use std::path::Path;
 use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
+use super::attention::head_values;
 use super::families::{gpt2, llama};
-use super::{Keep, LayerTrace};
+use super::{Keep, LayerInternals, LayerTrace};
 use crate::checkpoint::Weights;
 use crate::error::{Error, Result};
 
@@ -107,6 +108,64 @@ pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>
 /// `[q, seen + q]`: 0 where row `seen + i` may look, −∞ where it may not: the future, and
 /// with a window w the positions w or more back (transformers' sliding-window overlay);
 /// `None` when nothing is hidden.
+/// One causal attention step over a layer's cache: appends `key` and `value`
+/// (`[b, kv_heads, q, d]`) to `kv`, maps the cached keys and values to the query heads with
+/// `expand` (grouped-query attention; the identity otherwise), and attends from `query`
+/// (`[b, heads, q, d]`, positions `seen..seen + q`) with scores scaled by `scale`, each
+/// position to itself and the ones before it (within `window` when there is one). Returns
+/// the context `[b, q, heads · d]`, the probabilities `[b, heads, q, seen + q]` and the
+/// values read `[b, heads, seen + q, d]`.
+pub(crate) fn cached_attention(
+    query: &Tensor,
+    (key, value): (Tensor, Tensor),
+    kv: &mut Option<(Tensor, Tensor)>,
+    (seen, window, scale): (usize, Option<usize>, f64),
+    expand: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let (batch, heads, q, d) = query.dims4()?;
+    let (key, value) = match kv.as_ref() {
+        Some((past_k, past_v)) => (
+            Tensor::cat(&[past_k, &key], 2)?,
+            Tensor::cat(&[past_v, &value], 2)?,
+        ),
+        None => (key, value),
+    };
+    *kv = Some((key.clone(), value.clone()));
+    let (key, value) = (expand(&key)?, expand(&value)?);
+    let scores = (query.matmul(&key.t()?.contiguous()?)? * scale)?;
+    let scores = match causal_mask(q, seen, window, query.device())? {
+        Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
+        None => scores,
+    };
+    let probs = candle_nn::ops::softmax(&scores, candle_core::D::Minus1)?;
+    let context = probs
+        .matmul(&value)?
+        .transpose(1, 2)?
+        .reshape((batch, q, heads * d))?;
+    Ok((context, probs, value))
+}
+
+/// What SPEC §8's methods read of a pre-norm decoder layer, when `keep` asks for it: its
+/// input `x`, each head's values through its slice of `output` (the attention's output
+/// projection) and that projection's bias.
+pub(crate) fn decoder_internals(
+    keep: Keep,
+    x: &Tensor,
+    value: &Tensor,
+    output: &candle_nn::Linear,
+) -> Result<Option<LayerInternals>> {
+    Ok(match keep.internals {
+        true => Some(LayerInternals {
+            input: x.clone(),
+            head_values: head_values(value, output.weight())?,
+            norm_weight: None,
+            norm_scale: None,
+            output_bias: output.bias().cloned(),
+        }),
+        false => None,
+    })
+}
+
 pub(crate) fn causal_mask(
     q: usize,
     seen: usize,

@@ -1,6 +1,7 @@
 //! Shared by the integration tests: the reference cases, running the binary, comparing reports.
 #![allow(dead_code)]
 
+pub mod causal;
 pub mod importance;
 
 use std::path::{Path, PathBuf};

@@ -6,17 +6,18 @@
 
 use std::path::Path;
 
-use candle_core::{IndexOp, Module, Tensor, D};
+use candle_core::{IndexOp, Module, Tensor};
 use candle_nn::{Embedding, Linear};
 use serde::Deserialize;
 
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
-use crate::model::attention::head_values;
-use crate::model::causal::{causal_mask, eos_ids, CausalDims, CausalLm, KvCache, StepOutput};
+use crate::model::causal::{
+    cached_attention, decoder_internals, eos_ids, CausalDims, CausalLm, KvCache, StepOutput,
+};
 use crate::model::norm::LayerNorm;
-use crate::model::{activate, Activation, Keep, LayerInternals, LayerTrace};
+use crate::model::{activate, Activation, Keep, LayerTrace};
 
 /// The `model_type`s of this family.
 pub const MODEL_TYPES: [&str; 1] = ["gpt2"];
@@ -234,16 +235,7 @@ impl Block {
         keep: Keep,
     ) -> Result<(Tensor, LayerTrace)> {
         let (attended, probs, value) = self.attn.forward(&self.ln_1.forward(x)?, kv, seen)?;
-        let internals = match keep.internals {
-            true => Some(LayerInternals {
-                input: x.clone(),
-                head_values: head_values(&value, self.attn.c_proj.weight())?,
-                norm_weight: None,
-                norm_scale: None,
-                output_bias: self.attn.c_proj.bias().cloned(),
-            }),
-            false => None,
-        };
+        let internals = decoder_internals(keep, x, &value, &self.attn.c_proj)?;
         let x = (x + attended)?;
         let inner = self.c_fc.forward(&self.ln_2.forward(&x)?)?;
         let inner = activate(self.activation, &inner)?;
@@ -298,22 +290,13 @@ impl CausalSelfAttention {
                 .transpose(1, 2)?
                 .contiguous()?)
         };
-        let (query, mut key, mut value) = (split(0)?, split(1)?, split(2)?);
-        if let Some((past_k, past_v)) = kv.as_ref() {
-            key = Tensor::cat(&[past_k, &key], 2)?;
-            value = Tensor::cat(&[past_v, &value], 2)?;
-        }
-        *kv = Some((key.clone(), value.clone()));
-        let scores = (query.matmul(&key.t()?.contiguous()?)? * self.scale)?;
-        let scores = match causal_mask(q, seen, None, x.device())? {
-            Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
-            None => scores,
-        };
-        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
-        let context = probs
-            .matmul(&value)?
-            .transpose(1, 2)?
-            .reshape((batch, q, e))?;
+        let (context, probs, value) = cached_attention(
+            &split(0)?,
+            (split(1)?, split(2)?),
+            kv,
+            (seen, None, self.scale),
+            |t| Ok(t.clone()),
+        )?;
         Ok((self.c_proj.forward(&context)?, probs, value))
     }
 }

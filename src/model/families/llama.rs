@@ -5,18 +5,19 @@
 
 use std::path::Path;
 
-use candle_core::{IndexOp, Module, Tensor, D};
+use candle_core::{IndexOp, Module, Tensor};
 use candle_nn::{Embedding, Linear};
 use serde::Deserialize;
 
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
-use crate::model::attention::head_values;
-use crate::model::causal::{causal_mask, eos_ids, CausalDims, CausalLm, KvCache, StepOutput};
+use crate::model::causal::{
+    cached_attention, decoder_internals, eos_ids, CausalDims, CausalLm, KvCache, StepOutput,
+};
 use crate::model::norm::RmsNorm;
 use crate::model::rotary::{rope_from_config, RopeScaling, Rotary};
-use crate::model::{Keep, LayerInternals, LayerTrace};
+use crate::model::{Keep, LayerTrace};
 
 /// The `model_type`s of this family.
 pub const MODEL_TYPES: [&str; 3] = ["llama", "qwen2", "mistral"];
@@ -274,16 +275,7 @@ impl DecoderLayer {
     ) -> Result<(Tensor, LayerTrace)> {
         let normed = self.input_layernorm.forward(x)?;
         let (attended, probs, value) = self.attn.forward(&normed, kv, seen, rope)?;
-        let internals = match keep.internals {
-            true => Some(LayerInternals {
-                input: x.clone(),
-                head_values: head_values(&value, self.attn.o_proj.weight())?,
-                norm_weight: None,
-                norm_scale: None,
-                output_bias: self.attn.o_proj.bias().cloned(),
-            }),
-            false => None,
-        };
+        let internals = decoder_internals(keep, x, &value, &self.attn.o_proj)?;
         let x = (x + attended)?;
         let normed = self.post_attention_layernorm.forward(&x)?;
         // SwiGLU (Shazeer 2020): down(silu(gate(x)) · up(x)).
@@ -342,29 +334,14 @@ impl Attention {
                 .transpose(1, 2)?
                 .contiguous()?)
         };
-        let query = split(self.q_proj.forward(x)?, self.heads)?;
-        let key = split(self.k_proj.forward(x)?, self.kv_heads)?;
-        let mut value = split(self.v_proj.forward(x)?, self.kv_heads)?;
-        let query = Rotary::apply(&query, cos, sin)?;
-        let mut key = Rotary::apply(&key, cos, sin)?;
-        if let Some((past_k, past_v)) = kv.as_ref() {
-            key = Tensor::cat(&[past_k, &key], 2)?;
-            value = Tensor::cat(&[past_v, &value], 2)?;
-        }
-        *kv = Some((key.clone(), value.clone()));
-        let (key, value) = (self.expand(&key)?, self.expand(&value)?);
+        let query = Rotary::apply(&split(self.q_proj.forward(x)?, self.heads)?, cos, sin)?;
+        let key = Rotary::apply(&split(self.k_proj.forward(x)?, self.kv_heads)?, cos, sin)?;
+        let value = split(self.v_proj.forward(x)?, self.kv_heads)?;
         let scale = 1.0 / (self.head_size as f64).sqrt();
-        let scores = (query.matmul(&key.t()?.contiguous()?)? * scale)?;
-        let scores = match causal_mask(q, seen, self.window, x.device())? {
-            Some(mask) => scores.broadcast_add(&mask)?,
-            None => scores,
-        };
-        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
-        let context = probs.matmul(&value)?.transpose(1, 2)?.reshape((
-            batch,
-            q,
-            self.heads * self.head_size,
-        ))?;
+        let (context, probs, value) =
+            cached_attention(&query, (key, value), kv, (seen, self.window, scale), |t| {
+                self.expand(t)
+            })?;
         Ok((self.o_proj.forward(&context)?, probs, value))
     }
 
