@@ -11,12 +11,6 @@ pub enum Error {
     #[error("--mixing {given:?} is not a method; choose from attention, norm, alti, value-zeroing, grad-attention, or all")]
     UnknownMixing { given: String },
 
-    #[error("the {mixing} method is not defined for this model: {why}")]
-    MixingNotDefined {
-        mixing: &'static str,
-        why: &'static str,
-    },
-
     #[error("the text is empty; give a sentence with one [MASK], e.g. \"The author talked to Sara about [MASK] book\"")]
     EmptyText,
 
@@ -228,7 +222,6 @@ impl Error {
                 | Error::UnknownLabel { .. }
                 | Error::OptionForOtherTask { .. }
                 | Error::UnknownMixing { .. }
-                | Error::MixingNotDefined { .. }
         )
     }
 }

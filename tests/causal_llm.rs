@@ -1,29 +1,21 @@
 //! Causal mode on the Llama family (issue 15) against transformers
 //! (scripts/reference/causal_llm_reference.py): models/tiny-llama (sharded, GQA, llama3 rope
-//! scaling), tiny-qwen2 (bf16, q/k/v biases, tied) and tiny-mistral (sliding window 4, linear
-//! rope scaling) generate the same greedy tokens, with raw attention, rollout, corrected rollout
-//! and flow to 1e-5; and the command line runs them end to end. On real weights: IgLM, a
-//! GPT-2 over antibody sequences (PyPI iglm==0.1.0, fetched at test time, never committed).
+//! scaling), tiny-qwen2 (bf16, q/k/v biases, tied), tiny-qwen2-window (Qwen2's own sliding
+//! window 3 on the layers from max_window_layers 1 on, given as layer_types) and tiny-mistral
+//! (sliding window 4, linear rope scaling) generate the same greedy tokens, with raw attention,
+//! rollout, corrected rollout and flow to 1e-5; and the command line runs them end to end. On
+//! real weights: IgLM, a GPT-2 over antibody sequences (PyPI iglm==0.1.0, fetched at test time,
+//! never committed).
 
 mod common;
 
-use bert_explain::causal::{CausalExplainer, CausalMethods, CausalOptions, CausalRelevance};
-use bert_explain::ModelSource;
-use candle_core::Device;
-use common::causal::assert_close;
+use bert_explain::causal::{CausalMethods, CausalOptions, CausalRelevance};
+use common::causal::{assert_close, each_case};
 use common::{bin, fails, real_model, repo};
 use serde::Deserialize;
 
 /// End to end through the model: float32 attention from two implementations.
 const END_TO_END: f64 = 1e-5;
-
-#[derive(Deserialize)]
-struct Case {
-    name: String,
-    model: String,
-    prompt: String,
-    generate: usize,
-}
 
 #[derive(Deserialize)]
 struct Fixture {
@@ -35,36 +27,24 @@ struct Fixture {
     relevance: CausalRelevance,
 }
 
-fn read<T: for<'a> Deserialize<'a>>(file: &str) -> T {
-    let path = repo().join("tests/fixtures/causal").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    serde_json::from_str(&text).unwrap()
-}
-
 /// Every case of `tests/fixtures/causal/<dir>/cases.json`, its model in `models`.
 fn check_cases(dir: &str, models: &std::path::Path) {
-    let cases: Vec<Case> = read(&format!("{dir}/cases.json"));
-    for case in cases {
-        let source = ModelSource::Folder(models.join(&case.model));
-        let explainer = CausalExplainer::load(&source, &Device::Cpu).unwrap();
-        let want: Fixture = read(&format!("{dir}/{}.json", case.name));
-        let options = CausalOptions {
-            generate: case.generate,
-            methods: CausalMethods {
-                correction: true,
-                flow: true,
-                ..Default::default()
-            },
+    let options = CausalOptions {
+        methods: CausalMethods {
+            correction: true,
+            flow: true,
             ..Default::default()
-        };
-        let got = explainer.explain(&case.prompt, &options).unwrap();
+        },
+        ..Default::default()
+    };
+    each_case(dir, models, &options, |case, got, want: Fixture| {
         let name = &case.name;
         assert_eq!(got.prompt_ids, want.prompt_ids, "{name}: prompt ids");
         assert_eq!(got.generated_ids, want.generated_ids, "{name}: tokens");
         assert_eq!(got.generated_tokens, want.generated_tokens, "{name}");
         assert_eq!((got.layers, got.heads), (want.layers, want.heads), "{name}");
         assert_close(name, &got.relevance, &want.relevance, END_TO_END);
-    }
+    });
 }
 
 #[test]

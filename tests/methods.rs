@@ -237,10 +237,5 @@ fn methods_are_refused_where_they_do_not_apply() {
         2,
         &["\"nrom\"", "value-zeroing"],
     );
-    let gpt2 = repo().join("models/tiny-gpt2").display().to_string();
-    common::fails(
-        &["--model", &gpt2, "--mixing", "norm", "Hello"],
-        2,
-        &["--mixing"],
-    );
+    // Causal models take --mixing too: tests/causal_methods.rs.
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Make models/tiny-{llama,qwen2,mistral}/: tiny random decoders for the causal-LM tests (issue 15).
+"""Make models/tiny-{llama,qwen2,qwen2-window,mistral}/: tiny random decoders for the causal-LM
+tests (issue 15).
 
 Deterministic (fixed seed), each well under 1 MB, all with models/tiny-gpt2's byte-level BPE
 tokenizer.json (no chat template: the prompt is encoded as it is):
@@ -10,6 +11,10 @@ tokenizer.json (no chat template: the prompt is encoded as it is):
                 tokenizer.json prepends a BOS token as Llama 3's does (post-processor
                 Sequence[ByteLevel, TemplateProcessing])
   tiny-qwen2    Qwen2ForCausalLM (q/k/v biases), tied embeddings, rope_theta 1e6, saved in bf16
+  tiny-qwen2-window
+                tiny-qwen2's configuration with Qwen2's own sliding window: use_sliding_window,
+                sliding_window 3, max_window_layers 1 (layer 0 full attention, layers 1 and 2
+                windowed; config.json also gets transformers' layer_types), float32
   tiny-mistral  MistralForCausalLM, one key/value head, sliding_window 4, linear rope scaling 2
 
 Weights are drawn wide (std 0.4, embeddings 0.6, noisy RMSNorm weights) so that attention is
@@ -51,12 +56,17 @@ def models(vocab, eos):
     qwen2 = Qwen2Config(**common(vocab, eos), num_key_value_heads=2, tie_word_embeddings=True,
                         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
                         use_sliding_window=False)
+    qwen2_window = Qwen2Config(**common(vocab, eos), num_key_value_heads=2,
+                               tie_word_embeddings=True,
+                               rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                               use_sliding_window=True, sliding_window=3, max_window_layers=1)
     mistral = MistralConfig(**common(vocab, eos), num_key_value_heads=1, sliding_window=4,
                             tie_word_embeddings=False,
                             rope_parameters={"rope_type": "linear", "rope_theta": 10000.0,
                                              "factor": 2.0})
     return [("tiny-llama", LlamaForCausalLM, llama, dict(max_shard_size="100KB", bos=True)),
             ("tiny-qwen2", Qwen2ForCausalLM, qwen2, dict(dtype=torch.bfloat16)),
+            ("tiny-qwen2-window", Qwen2ForCausalLM, qwen2_window, {}),
             ("tiny-mistral", MistralForCausalLM, mistral, {})]
 
 

@@ -13,6 +13,7 @@
 mod figure;
 mod files;
 mod generate;
+pub mod methods;
 pub mod relevance;
 mod render;
 pub mod report;
@@ -24,6 +25,7 @@ pub use crate::model::families::gpt2::{Gpt2, Gpt2Config};
 pub use figure::{causal_figure, causal_html};
 pub use files::{is_causal, CausalFiles, CausalTokenizer};
 pub use generate::{argmax, generate, sample, Decoding, Generation};
+pub use methods::{causal_mixings, CausalMethodMaps, CausalMixings, Generated};
 pub use relevance::{causal_relevance, CausalMethods, CausalRelevance};
 pub use render::CausalRenderer;
 pub use report::{rank, CausalMethod, CausalReport, GenerationInfo, RankedToken, Ranking};
@@ -32,6 +34,7 @@ use crate::attention::HeadFusion;
 use crate::checkpoint::{ModelSource, Weights};
 use crate::device::device_name;
 use crate::error::{Error, Result};
+use crate::methods::Mixing;
 
 /// What to generate and explain, beyond the prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +47,8 @@ pub struct CausalOptions {
     pub top_prompt: usize,
     /// Leave common words and punctuation out of the rankings.
     pub skip_common: bool,
+    /// SPEC §8's methods to compute besides attention's maps (`--mixing`).
+    pub mixings: Vec<Mixing>,
 }
 
 impl Default for CausalOptions {
@@ -54,6 +59,7 @@ impl Default for CausalOptions {
             methods: CausalMethods::default(),
             top_prompt: 3,
             skip_common: false,
+            mixings: Vec::new(),
         }
     }
 }
@@ -136,6 +142,27 @@ impl CausalExplainer {
             generation.ids.len(),
             options.methods,
         )?;
+        let methods = match options.mixings.is_empty() {
+            true => None,
+            false => {
+                let fed = [&prompt_ids[..], &generation.ids[..generation.ids.len() - 1]].concat();
+                let text = Generated {
+                    attention: &generation.attention,
+                    fed: &fed,
+                    ids: &generation.ids,
+                    prompt: m,
+                };
+                let model = self.model.as_ref();
+                let (mixings, methods) = (&options.mixings, options.methods);
+                Some(causal_mixings(
+                    model,
+                    &text,
+                    mixings,
+                    methods,
+                    &self.device,
+                )?)
+            }
+        };
         let prompt_tokens = self.tokenizer.token_texts(&prompt_ids)?;
         let method = match options.methods.correction {
             true => CausalMethod::RolloutCorrected,
@@ -182,6 +209,7 @@ impl CausalExplainer {
             .into(),
             residual: relevance_options.residual,
             relevance,
+            methods,
             ranking,
         })
     }

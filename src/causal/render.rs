@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use super::report::{CausalMethod, CausalReport};
+use super::report::{layer_mean, rank_map, CausalMethod, CausalReport, Ranking};
 use crate::report::{terminal_text, Json, Terminal};
 
 /// A way of printing a causal report.
@@ -47,24 +47,16 @@ impl CausalRenderer for Terminal {
         writeln!(out, "Generated: {}", terminal_text(&report.generated_text))?;
         writeln!(out)?;
         let ranking = &report.ranking;
-        writeln!(
-            out,
-            "Top prompt tokens for each generated token ({}, mean over layers{})",
-            ranking.method.replace('_', " "),
-            if ranking.skip_common {
-                ", common words skipped"
-            } else {
-                ""
-            },
-        )?;
-        let width = column_width(&report.generated_tokens);
-        for (k, (token, top)) in report.generated_tokens.iter().zip(&ranking.top).enumerate() {
-            let picks: Vec<String> = top
-                .iter()
-                .map(|t| format!("{}@{} {:.3}", quoted(&t.token), t.index, t.score))
-                .collect();
-            let shown = quoted(token);
-            writeln!(out, "  {k:>3}  {shown:<width$}  ← {}", picks.join("  "))?;
+        write_ranking(report, ranking, out)?;
+        // Each --mixing method ranked the same way, by its rollout.
+        let keep = ranking.top.iter().map(Vec::len).max().unwrap_or(0);
+        for (name, maps) in report.methods.iter().flatten() {
+            let map = layer_mean(&maps.rollout);
+            let method = format!("{name} rollout");
+            let tokens = &report.prompt_tokens;
+            writeln!(out)?;
+            let ranked = rank_map(&map, &method, tokens, keep, ranking.skip_common);
+            write_ranking(report, &ranked, out)?;
         }
         if self.all_layers {
             if let Some(method) = CausalMethod::from_name(&ranking.method) {
@@ -73,6 +65,34 @@ impl CausalRenderer for Terminal {
         }
         Ok(())
     }
+}
+
+/// Each generated token's top prompt tokens by `ranking`.
+fn write_ranking(
+    report: &CausalReport,
+    ranking: &Ranking,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "Top prompt tokens for each generated token ({}, mean over layers{})",
+        ranking.method.replace('_', " "),
+        if ranking.skip_common {
+            ", common words skipped"
+        } else {
+            ""
+        },
+    )?;
+    let width = column_width(&report.generated_tokens);
+    for (k, (token, top)) in report.generated_tokens.iter().zip(&ranking.top).enumerate() {
+        let picks: Vec<String> = top
+            .iter()
+            .map(|t| format!("{}@{} {:.3}", quoted(&t.token), t.index, t.score))
+            .collect();
+        let shown = quoted(token);
+        writeln!(out, "  {k:>3}  {shown:<width$}  ← {}", picks.join("  "))?;
+    }
+    Ok(())
 }
 
 /// The generated × prompt table of `method`, layer means.

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::methods::CausalMixings;
 use super::relevance::CausalRelevance;
 
 /// Everything bert-explain found for one prompt and its continuation; serialises to the
@@ -33,6 +34,9 @@ pub struct CausalReport {
     pub residual: f64,
     /// Every method as `[g][m][L]`.
     pub relevance: CausalRelevance,
+    /// With `--mixing`: each method of SPEC §8 by name, its maps `[g][m][L]` (additive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub methods: Option<CausalMixings>,
     pub ranking: Ranking,
 }
 
@@ -107,13 +111,7 @@ impl CausalRelevance {
 
     /// The generated-token × prompt-token map `[g][m]`: each entry the mean over layers.
     pub fn token_map(&self, method: CausalMethod) -> Option<Vec<Vec<f64>>> {
-        let mean = |layers: &Vec<f64>| layers.iter().sum::<f64>() / layers.len().max(1) as f64;
-        Some(
-            self.get(method)?
-                .iter()
-                .map(|prompt| prompt.iter().map(mean).collect())
-                .collect(),
-        )
+        Some(layer_mean(self.get(method)?))
     }
 
     /// The layer × prompt-token map `[L][m]` of generated token `k`.
@@ -128,6 +126,14 @@ impl CausalRelevance {
     }
 }
 
+/// `[g][m][L]` → `[g][m]`: each entry the mean over layers.
+pub fn layer_mean(maps: &[Vec<Vec<f64>>]) -> Vec<Vec<f64>> {
+    let mean = |layers: &Vec<f64>| layers.iter().sum::<f64>() / layers.len().max(1) as f64;
+    maps.iter()
+        .map(|prompt| prompt.iter().map(mean).collect())
+        .collect()
+}
+
 /// Ranks the prompt tokens for every generated token by the layer mean of `method`, best
 /// first, keeping `k`; with `skip_common`, common words and punctuation are left out.
 pub fn rank(
@@ -138,6 +144,18 @@ pub fn rank(
     skip_common: bool,
 ) -> Ranking {
     let map = relevance.token_map(method).unwrap_or_default();
+    rank_map(&map, method.name(), prompt_tokens, k, skip_common)
+}
+
+/// Ranks the prompt tokens for every generated token by `map` (`[g][m]`), best first,
+/// keeping `k`; the ranking is named `method`.
+pub fn rank_map(
+    map: &[Vec<f64>],
+    method: &str,
+    prompt_tokens: &[String],
+    k: usize,
+    skip_common: bool,
+) -> Ranking {
     let top = map
         .iter()
         .map(|scores| {
@@ -157,7 +175,7 @@ pub fn rank(
         })
         .collect();
     Ranking {
-        method: method.name().to_string(),
+        method: method.to_string(),
         skip_common,
         top,
     }

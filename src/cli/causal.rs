@@ -8,6 +8,7 @@ use bert_explain::causal::{
     causal_figure, causal_html, CausalExplainer, CausalMethod, CausalMethods, CausalOptions,
     CausalRenderer, CausalReport, Decoding,
 };
+use bert_explain::methods::Mixing;
 use bert_explain::report::{rasterise, Format, OutputFile};
 use bert_explain::{Error, Json, ModelSource, RelevanceOptions, Terminal};
 
@@ -59,7 +60,7 @@ pub struct CausalArgs {
 }
 
 impl CausalArgs {
-    fn options(&self, relevance: RelevanceOptions) -> CausalOptions {
+    fn options(&self, relevance: RelevanceOptions, mixings: Vec<Mixing>) -> CausalOptions {
         let decoding = match self.sample {
             true => Decoding::Sample {
                 seed: self.seed.unwrap_or_else(clock_seed),
@@ -78,6 +79,7 @@ impl CausalArgs {
             },
             top_prompt: self.top_prompt.unwrap_or(defaults.top_prompt),
             skip_common: self.skip_common,
+            mixings,
         }
     }
 }
@@ -90,17 +92,18 @@ pub struct Printing {
 }
 
 /// Generates from `prompt` with the causal checkpoint `source` and explains each generated
-/// token (the options were checked against the mode already).
+/// token with attention and the `--mixing` methods (the options were checked against the
+/// mode already).
 pub fn run(
     source: &ModelSource,
     prompt: &str,
     args: &CausalArgs,
-    relevance: RelevanceOptions,
+    (relevance, mixings): (RelevanceOptions, Vec<Mixing>),
     device: &candle_core::Device,
     printing: Printing,
 ) -> anyhow::Result<()> {
     // Once: the default seed comes from the clock.
-    let options = args.options(relevance);
+    let options = args.options(relevance, mixings);
     let generate = options.generate;
     if let Some(token) = args.figure_token.filter(|&k| k >= generate) {
         return Err(Error::FigureTokenOutOfRange { token, generate }.into());

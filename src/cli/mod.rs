@@ -132,8 +132,8 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
                 },
                 files,
             };
-            let relevance = options.relevance;
-            return causal::run(&source, text, &args.causal, relevance, &device, printing);
+            let methods = (options.relevance, options.mixing.unwrap_or_default());
+            return causal::run(&source, text, &args.causal, methods, &device, printing);
         }
         _ => {}
     }

@@ -41,7 +41,7 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("json", &[Masked, Attention, Causal]),
     ("layers", &[Masked, Attention, Causal]),
     ("all_positions", &[Masked, Attention, Batch]),
-    ("mixing", &[Masked, Batch]),
+    ("mixing", &[Masked, Batch, Causal]),
     ("figure", &[Masked, Attention, Causal]),
     ("html", &[Masked, Attention, Causal]),
     ("hide_special", &[Masked, Attention]),

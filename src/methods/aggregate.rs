@@ -17,34 +17,72 @@ pub fn aggregate(
     target: usize,
     alpha: f64,
 ) -> Result<MethodMaps> {
-    let (_, n, _) = matrices.dims3()?;
-    let rows = |t: &Tensor| -> Result<Vec<Vec<f64>>> {
-        Ok(super::host(&t.i((.., target, ..))?)?.to_vec2()?)
-    };
-    if mixing == Mixing::GradAttention {
-        let eye = Tensor::eye(n, matrices.dtype(), matrices.device())?;
-        let steps = matrices.broadcast_add(&eye)?;
-        let joint = joint_attention(&steps)?;
-        return Ok(MethodMaps {
-            layer: rows(matrices)?,
-            rollout: rows(&normalise_rows(&joint)?)?,
-            flow: flow(&Matrix::from_layers(&normalise_rows(&steps)?)?, target),
-        });
-    }
-    // The model's softmax rows as they are; every other matrix normalised.
-    let normalised = match mixing {
-        Mixing::Attention => matrices.clone(),
-        _ => normalise_rows(matrices)?,
-    };
-    let augmented = match mixing.residual_inside() {
-        true => normalised.clone(),
-        false => with_residual(&normalised, alpha)?,
-    };
+    let propagated = Propagated::of(matrices, mixing, alpha)?;
     Ok(MethodMaps {
-        layer: rows(&normalised)?,
-        rollout: rows(&joint_attention(&augmented)?)?,
-        flow: flow(&Matrix::from_layers(&augmented)?, target),
+        layer: propagated.layer(target)?,
+        rollout: propagated.rollout(target)?,
+        flow: propagated.flow(target),
     })
+}
+
+/// One method's matrices made ready for any number of targets: every row of every map.
+pub struct Propagated {
+    /// `[L, n, n]`: the rows of the `layer` map.
+    layer: Tensor,
+    /// `[L, n, n]`: the rows of the rollout.
+    rollout: Tensor,
+    /// The matrices flow runs on.
+    capacities: Vec<Matrix>,
+}
+
+impl Propagated {
+    /// `matrices`: `[L, n, n]` f64, `M_l` before row normalisation.
+    pub fn of(matrices: &Tensor, mixing: Mixing, alpha: f64) -> Result<Self> {
+        let (_, n, _) = matrices.dims3()?;
+        if mixing == Mixing::GradAttention {
+            let eye = Tensor::eye(n, matrices.dtype(), matrices.device())?;
+            let steps = matrices.broadcast_add(&eye)?;
+            return Ok(Self {
+                layer: matrices.clone(),
+                rollout: normalise_rows(&joint_attention(&steps)?)?,
+                capacities: Matrix::from_layers(&normalise_rows(&steps)?)?,
+            });
+        }
+        // The model's softmax rows as they are; every other matrix normalised.
+        let normalised = match mixing {
+            Mixing::Attention => matrices.clone(),
+            _ => normalise_rows(matrices)?,
+        };
+        let augmented = match mixing.residual_inside() {
+            true => normalised.clone(),
+            false => with_residual(&normalised, alpha)?,
+        };
+        Ok(Self {
+            layer: normalised,
+            rollout: joint_attention(&augmented)?,
+            capacities: Matrix::from_layers(&augmented)?,
+        })
+    }
+
+    /// The `layer` map of `target`, `[L][n]`.
+    pub fn layer(&self, target: usize) -> Result<Vec<Vec<f64>>> {
+        rows(&self.layer, target)
+    }
+
+    /// The `rollout` map of `target`, `[L][n]`.
+    pub fn rollout(&self, target: usize) -> Result<Vec<Vec<f64>>> {
+        rows(&self.rollout, target)
+    }
+
+    /// The `flow` map of `target`, `[L][n]`.
+    pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
+        flow(&self.capacities, target)
+    }
+}
+
+/// Row `target` of every layer of `[L, n, n]`, on the host.
+fn rows(t: &Tensor, target: usize) -> Result<Vec<Vec<f64>>> {
+    Ok(super::host(&t.i((.., target, ..))?)?.to_vec2()?)
 }
 
 #[cfg(test)]

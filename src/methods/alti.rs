@@ -3,41 +3,48 @@
 //! with `z_ij = Σ_h A^h_ij f^h(x_j) + [i=j](x_j + b_O)` and `t_ij = γ ⊙ (z_ij − mean(z_ij)) / σ_i`
 //! (the norm applied to each part, bias left out), `y_i = Σ_j t_ij` and
 //! `M[i][j] = max(0, ‖y_i‖₁ − ‖y_i − t_ij‖₁)`. The residual is inside.
+//!
+//! A pre-norm layer (the causal decoders) has no norm after the attention block: its output
+//! there is the residual stream `z_i = Σ_j z_ij` itself, so `t_ij = z_ij` and `y_i = z_i`, as
+//! Ferrando et al. (2023) decompose decoders. (Its first norm acts on each `x_j` alone, so
+//! `f^h` of the normed `x_j` is still token j's part.)
 
 use candle_core::{IndexOp, Tensor, D};
 
 use std::ops::Range;
 
 use super::{mixing_inputs, wide};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::LayerInternals;
 
 /// `probs`: `[1, H, n, n]` → `M`: `[n, n]`.
 pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
-    let (Some(gamma), Some(sigma)) = (&internals.norm_weight, &internals.norm_scale) else {
-        return Err(Error::MixingNotDefined {
-            mixing: "alti",
-            why: "its layers have no norm after the attention block (a pre-norm model)",
-        });
-    };
     let (a, f) = mixing_inputs(probs, internals)?;
     let n = a.dim(1)?;
-    let gamma = wide(gamma)?;
-    let sigma = wide(&sigma.squeeze(0)?)?; // [n]
-                                           // x_j + b_O, which only z_jj holds.
+    // γ and σ of the norm after the block; none in a pre-norm layer.
+    let norm = match (&internals.norm_weight, &internals.norm_scale) {
+        (Some(gamma), Some(sigma)) => Some((wide(gamma)?, wide(&sigma.squeeze(0)?)?)),
+        _ => None,
+    };
+    // x_j + b_O, which only z_jj holds.
     let residual = match &internals.output_bias {
         Some(b) => wide(&internals.input.squeeze(0)?)?.broadcast_add(&wide(b)?)?,
         None => wide(&internals.input.squeeze(0)?)?,
     };
-    let eye = Tensor::eye(n, gamma.dtype(), gamma.device())?;
+    let eye = Tensor::eye(n, f.dtype(), f.device())?;
     let mut rows = Vec::new();
     for block in row_blocks(&f)? {
         let diagonal = eye.i(block.clone())?.unsqueeze(2)?; // [B, n, 1]
         let z = contributions(&a, &f, block.clone())?
             .add(&diagonal.broadcast_mul(&residual.unsqueeze(0)?)?)?;
-        let centred = z.broadcast_sub(&z.mean_keepdim(D::Minus1)?)?;
-        let scale = sigma.i(block)?.reshape(((), 1, 1))?;
-        let t = centred.broadcast_div(&scale)?.broadcast_mul(&gamma)?; // [B, n, d]
+        let t = match &norm {
+            Some((gamma, sigma)) => {
+                let centred = z.broadcast_sub(&z.mean_keepdim(D::Minus1)?)?;
+                let scale = sigma.i(block)?.reshape(((), 1, 1))?;
+                centred.broadcast_div(&scale)?.broadcast_mul(gamma)? // [B, n, d]
+            }
+            None => z,
+        };
         let y = t.sum_keepdim(1)?; // [B, 1, d]
         let whole = y.abs()?.sum(D::Minus1)?; // [B, 1]
         let without = y.broadcast_sub(&t)?.abs()?.sum(D::Minus1)?; // [B, n]
@@ -96,20 +103,21 @@ mod tests {
         }
     }
 
+    /// The same layer without a norm after it (pre-norm): t_ij = z_ij.
+    /// Row 0: z_00 = (1, 0), z_01 = 0, y_0 = (1, 0): M[0] = (1 − 0, 1 − 1) = (1, 0).
+    /// Row 1: z_10 = (0.5, 0), z_11 = (3, 1), y_1 = (3.5, 1), ‖y_1‖₁ = 4.5:
+    /// M[1] = (4.5 − ‖(3, 1)‖₁, 4.5 − ‖(0.5, 0)‖₁) = (0.5, 4).
     #[test]
-    fn pre_norm_layers_are_refused() {
-        let zeros = Tensor::zeros((1, 2, 2), candle_core::DType::F64, &Device::Cpu).unwrap();
+    fn pre_norm_layers_take_the_parts_as_they_are() {
         let internals = LayerInternals {
-            input: zeros.clone(),
-            head_values: zeros.unsqueeze(0).unwrap(),
+            input: Tensor::new(&[[[0.0, 0.0], [3.0, 0.0]]], &Device::Cpu).unwrap(),
+            head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], &Device::Cpu).unwrap(),
             norm_weight: None,
             norm_scale: None,
             output_bias: None,
         };
-        let probs = Tensor::zeros((1, 1, 2, 2), candle_core::DType::F64, &Device::Cpu).unwrap();
-        assert!(matches!(
-            matrix(&probs, &internals),
-            Err(Error::MixingNotDefined { .. })
-        ));
+        let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], &Device::Cpu).unwrap();
+        let m: Vec<Vec<f64>> = matrix(&probs, &internals).unwrap().to_vec2().unwrap();
+        assert_eq!(m, [[1.0, 0.0], [0.5, 4.0]]);
     }
 }

@@ -6,14 +6,18 @@
 use candle_core::{DType, Tensor, D};
 
 use crate::error::Result;
-use crate::model::Model;
 
-/// Layer `layer`'s `M` (`[n, n]`, f64) from its input `[1, n, d]`.
-pub fn matrix(model: &Model, layer: usize, input: &Tensor) -> Result<Tensor> {
+/// A layer's `M` (`[n, n]`, f64) from its input `[1, n, d]`: `layer` runs it on a batch of
+/// inputs `[b, n, d]`, each position's value vectors multiplied by a mask `[b, n]`; `width`
+/// is its feed-forward width (batches are sized by it).
+pub fn matrix(
+    layer: impl Fn(&Tensor, Option<&Tensor>) -> Result<Tensor>,
+    width: usize,
+    input: &Tensor,
+) -> Result<Tensor> {
     let (_, n, d) = input.dims3()?;
-    let unchanged = model.run_layer(layer, input, None)?.squeeze(0)?;
+    let unchanged = layer(input, None)?.squeeze(0)?;
     let unchanged = unchanged.to_dtype(DType::F64)?; // [n(i), d]
-    let width = d * model.intermediate_factor();
     let chunk = (16_000_000 / (n * width).max(1)).clamp(1, n.max(1));
     let mut columns = Vec::new();
     for start in (0..n).step_by(chunk) {
@@ -24,9 +28,7 @@ pub fn matrix(model: &Model, layer: usize, input: &Tensor) -> Result<Tensor> {
             .collect();
         let mask = Tensor::from_vec(keep, (count, n), input.device())?.to_dtype(input.dtype())?;
         let batch = input.broadcast_as((count, n, d))?.contiguous()?;
-        let zeroed = model
-            .run_layer(layer, &batch, Some(&mask))?
-            .to_dtype(DType::F64)?;
+        let zeroed = layer(&batch, Some(&mask))?.to_dtype(DType::F64)?;
         // cos over d between zeroed[b, i] and unchanged[i] → [count(j), n(i)].
         let dot = zeroed
             .broadcast_mul(&unchanged.unsqueeze(0)?)?
@@ -37,7 +39,8 @@ pub fn matrix(model: &Model, layer: usize, input: &Tensor) -> Result<Tensor> {
             .sqrt()?
             .broadcast_mul(&unchanged.sqr()?.sum(D::Minus1)?.sqrt()?.unsqueeze(0)?)?;
         let cos = dot.broadcast_div(&norms)?;
-        columns.push(cos.affine(-1.0, 1.0)?.t()?);
+        // 1 − cos is never negative; rounding can make it −1e-16 where nothing changed.
+        columns.push(cos.affine(-1.0, 1.0)?.relu()?.t()?);
     }
     Ok(Tensor::cat(&columns, 1)?.contiguous()?)
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
-use super::attention::head_values;
+use super::attention::{head_values, probe};
 use super::families::{gpt2, llama};
 use super::{Keep, LayerInternals, LayerTrace};
 use crate::checkpoint::Weights;
@@ -62,6 +62,8 @@ pub struct CausalDims {
     pub layers: usize,
     /// Query heads (the count attention is reported with).
     pub heads: usize,
+    /// The feed-forward block's width.
+    pub intermediate: usize,
 }
 
 /// A decoder with its language-model head, of any causal family.
@@ -76,6 +78,11 @@ pub trait CausalLm: Send + Sync {
 
     /// `ids`: `[1, q]` u32, the positions after those in `cache`, which this call extends.
     fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput>;
+
+    /// Layer `layer` (0-based) alone on its input `x` (`[b, n, hidden]`, positions `0..n`,
+    /// no cache), each position's value vectors multiplied by `value_mask` (`[b, n]`) → its
+    /// output `[b, n, hidden]` (value zeroing).
+    fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor>;
 }
 
 /// Whether `model_type` names a causal family (explained in causal mode).
@@ -105,24 +112,50 @@ pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>
     }
 }
 
-/// `[q, seen + q]`: 0 where row `seen + i` may look, −∞ where it may not: the future, and
-/// with a window w the positions w or more back (transformers' sliding-window overlay);
-/// `None` when nothing is hidden.
+/// Where one causal attention step sits and what it keeps.
+#[derive(Clone, Copy)]
+pub(crate) struct Step<'a> {
+    /// Positions already in the cache.
+    pub seen: usize,
+    /// The sliding window, when the layer has one.
+    pub window: Option<usize>,
+    /// What the scores are multiplied by.
+    pub scale: f64,
+    pub keep: Keep,
+    /// `[b, q]`: each new position's value vectors multiplied by this (value zeroing).
+    pub value_mask: Option<&'a Tensor>,
+}
+
+/// What one causal attention step yields.
+pub(crate) struct Attended {
+    /// `[b, q, heads · d]`.
+    pub context: Tensor,
+    /// `[b, heads, q, seen + q]`.
+    pub probs: Tensor,
+    /// With `keep.probes`: the zeros added to `probs`.
+    pub probe: Option<candle_core::Var>,
+    /// `[b, heads, seen + q, d]`: the values read.
+    pub value: Tensor,
+}
+
 /// One causal attention step over a layer's cache: appends `key` and `value`
-/// (`[b, kv_heads, q, d]`) to `kv`, maps the cached keys and values to the query heads with
-/// `expand` (grouped-query attention; the identity otherwise), and attends from `query`
-/// (`[b, heads, q, d]`, positions `seen..seen + q`) with scores scaled by `scale`, each
-/// position to itself and the ones before it (within `window` when there is one). Returns
-/// the context `[b, q, heads · d]`, the probabilities `[b, heads, q, seen + q]` and the
-/// values read `[b, heads, seen + q, d]`.
+/// (`[b, kv_heads, q, d]`, the values multiplied by `step.value_mask` if any) to `kv`, maps
+/// the cached keys and values to the query heads with `expand` (grouped-query attention; the
+/// identity otherwise), and attends from `query` (`[b, heads, q, d]`, positions
+/// `seen..seen + q`), each position to itself and the ones before it (within the window
+/// when there is one).
 pub(crate) fn cached_attention(
     query: &Tensor,
     (key, value): (Tensor, Tensor),
     kv: &mut Option<(Tensor, Tensor)>,
-    (seen, window, scale): (usize, Option<usize>, f64),
+    step: Step,
     expand: impl Fn(&Tensor) -> Result<Tensor>,
-) -> Result<(Tensor, Tensor, Tensor)> {
+) -> Result<Attended> {
     let (batch, heads, q, d) = query.dims4()?;
+    let value = match step.value_mask {
+        Some(mask) => value.broadcast_mul(&mask.unsqueeze(1)?.unsqueeze(3)?)?,
+        None => value,
+    };
     let (key, value) = match kv.as_ref() {
         Some((past_k, past_v)) => (
             Tensor::cat(&[past_k, &key], 2)?,
@@ -132,17 +165,23 @@ pub(crate) fn cached_attention(
     };
     *kv = Some((key.clone(), value.clone()));
     let (key, value) = (expand(&key)?, expand(&value)?);
-    let scores = (query.matmul(&key.t()?.contiguous()?)? * scale)?;
-    let scores = match causal_mask(q, seen, window, query.device())? {
+    let scores = (query.matmul(&key.t()?.contiguous()?)? * step.scale)?;
+    let scores = match causal_mask(q, step.seen, step.window, query.device())? {
         Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
         None => scores,
     };
-    let probs = candle_nn::ops::softmax(&scores, candle_core::D::Minus1)?;
+    let softmax = candle_nn::ops::softmax(&scores, candle_core::D::Minus1)?;
+    let (probs, probe) = probe(softmax, step.keep)?;
     let context = probs
         .matmul(&value)?
         .transpose(1, 2)?
         .reshape((batch, q, heads * d))?;
-    Ok((context, probs, value))
+    Ok(Attended {
+        context,
+        probs,
+        probe,
+        value,
+    })
 }
 
 /// What SPEC §8's methods read of a pre-norm decoder layer, when `keep` asks for it: its
@@ -166,6 +205,9 @@ pub(crate) fn decoder_internals(
     })
 }
 
+/// `[q, seen + q]`: 0 where row `seen + i` may look, −∞ where it may not: the future, and
+/// with a window w the positions w or more back (transformers' sliding-window overlay);
+/// `None` when nothing is hidden.
 pub(crate) fn causal_mask(
     q: usize,
     seen: usize,

@@ -14,7 +14,8 @@ use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 use crate::model::causal::{
-    cached_attention, decoder_internals, eos_ids, CausalDims, CausalLm, KvCache, StepOutput,
+    cached_attention, decoder_internals, eos_ids, Attended, CausalDims, CausalLm, KvCache, Step,
+    StepOutput,
 };
 use crate::model::norm::LayerNorm;
 use crate::model::{activate, Activation, Keep, LayerTrace};
@@ -169,7 +170,7 @@ impl Gpt2 {
             .broadcast_add(&self.wpe.forward(&positions)?)?;
         let mut layers = Vec::with_capacity(self.blocks.len());
         for (block, kv) in self.blocks.iter().zip(cache.layers.iter_mut()) {
-            let (next, trace) = block.forward(&x, kv, seen, keep)?;
+            let (next, trace) = block.forward(&x, kv, seen, keep, None)?;
             x = next;
             layers.push(trace);
         }
@@ -190,6 +191,7 @@ impl CausalLm for Gpt2 {
             max_positions: self.config.n_positions,
             layers: self.config.n_layer,
             heads: self.config.n_head,
+            intermediate: self.config.inner_size(),
         }
     }
 
@@ -199,6 +201,13 @@ impl CausalLm for Gpt2 {
 
     fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput> {
         self.forward(ids, cache, keep)
+    }
+
+    fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
+        let block = &self.blocks[layer];
+        Ok(block
+            .forward(x, &mut None, 0, Keep::default(), value_mask)?
+            .0)
     }
 }
 
@@ -233,15 +242,23 @@ impl Block {
         kv: &mut Option<(Tensor, Tensor)>,
         seen: usize,
         keep: Keep,
+        value_mask: Option<&Tensor>,
     ) -> Result<(Tensor, LayerTrace)> {
-        let (attended, probs, value) = self.attn.forward(&self.ln_1.forward(x)?, kv, seen)?;
-        let internals = decoder_internals(keep, x, &value, &self.attn.c_proj)?;
+        let step = Step {
+            seen,
+            window: None,
+            scale: self.attn.scale,
+            keep,
+            value_mask,
+        };
+        let (attended, step) = self.attn.forward(&self.ln_1.forward(x)?, kv, step)?;
+        let internals = decoder_internals(keep, x, &step.value, &self.attn.c_proj)?;
         let x = (x + attended)?;
         let inner = self.c_fc.forward(&self.ln_2.forward(&x)?)?;
         let inner = activate(self.activation, &inner)?;
         let trace = LayerTrace {
-            probs,
-            probe: None,
+            probs: step.probs,
+            probe: step.probe,
             internals,
         };
         Ok(((x + self.c_proj.forward(&inner)?)?, trace))
@@ -273,14 +290,14 @@ impl CausalSelfAttention {
         })
     }
 
-    /// `x`: `[1, q, n_embd]` (after ln_1) at positions `seen..seen + q` → (the projected
-    /// output, the probabilities, the values `[1, heads, seen + q, head_size]`).
+    /// `x`: `[b, q, n_embd]` (after ln_1) at positions `seen..seen + q` → (the projected
+    /// output, what the attention step yields).
     fn forward(
         &self,
         x: &Tensor,
         kv: &mut Option<(Tensor, Tensor)>,
-        seen: usize,
-    ) -> Result<(Tensor, Tensor, Tensor)> {
+        step: Step,
+    ) -> Result<(Tensor, Attended)> {
         let (batch, q, e) = x.dims3()?;
         let qkv = self.c_attn.forward(x)?;
         let split = |i: usize| -> Result<Tensor> {
@@ -290,14 +307,10 @@ impl CausalSelfAttention {
                 .transpose(1, 2)?
                 .contiguous()?)
         };
-        let (context, probs, value) = cached_attention(
-            &split(0)?,
-            (split(1)?, split(2)?),
-            kv,
-            (seen, None, self.scale),
-            |t| Ok(t.clone()),
-        )?;
-        Ok((self.c_proj.forward(&context)?, probs, value))
+        let attended = cached_attention(&split(0)?, (split(1)?, split(2)?), kv, step, |t| {
+            Ok(t.clone())
+        })?;
+        Ok((self.c_proj.forward(&attended.context)?, attended))
     }
 }
 

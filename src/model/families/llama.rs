@@ -13,7 +13,8 @@ use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 use crate::model::causal::{
-    cached_attention, decoder_internals, eos_ids, CausalDims, CausalLm, KvCache, StepOutput,
+    cached_attention, decoder_internals, eos_ids, Attended, CausalDims, CausalLm, KvCache, Step,
+    StepOutput,
 };
 use crate::model::norm::RmsNorm;
 use crate::model::rotary::{rope_from_config, RopeScaling, Rotary};
@@ -142,14 +143,17 @@ impl LlamaConfig {
             .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
     }
 
-    /// How far back layer `layer` may look (itself included), `None` for everywhere.
+    /// How far back layer `layer` may look (itself included), `None` for everywhere. As
+    /// transformers' Qwen2Config: without `use_sliding_window` no layer has a window, and
+    /// `max_window_layers` defaults to 28.
     pub fn window(&self, layer: usize) -> Option<usize> {
         let window = self.sliding_window?;
+        if self.model_type == "qwen2" && !self.use_sliding_window {
+            return None;
+        }
         let windowed = match (&self.layer_types, self.model_type.as_str()) {
             (Some(types), _) => types.get(layer).is_some_and(|t| t == "sliding_attention"),
-            (None, "qwen2") => {
-                self.use_sliding_window && layer >= self.max_window_layers.unwrap_or(0)
-            }
+            (None, "qwen2") => layer >= self.max_window_layers.unwrap_or(28),
             (None, "mistral") => true,
             _ => false,
         };
@@ -210,6 +214,7 @@ impl CausalLm for Llama {
             max_positions: self.config.max_position_embeddings,
             layers: self.config.num_hidden_layers,
             heads: self.config.num_attention_heads,
+            intermediate: self.config.intermediate_size,
         }
     }
 
@@ -225,13 +230,21 @@ impl CausalLm for Llama {
         let mut x = self.embed_tokens.forward(ids)?;
         let mut layers = Vec::with_capacity(self.layers.len());
         for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            let (next, trace) = layer.forward(&x, kv, seen, &rope, keep)?;
+            let (next, trace) = layer.forward(&x, kv, (seen, &rope), keep, None)?;
             x = next;
             layers.push(trace);
         }
         let last = self.norm.forward(&x.i((0, q - 1..q))?)?;
         let logits = last.matmul(&self.lm_head.t()?)?.squeeze(0)?;
         Ok(StepOutput { logits, layers })
+    }
+
+    fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
+        let rope = self.rotary.tables(0, x.dim(1)?)?;
+        let layer = &self.layers[layer];
+        Ok(layer
+            .forward(x, &mut None, (0, &rope), Keep::default(), value_mask)?
+            .0)
     }
 }
 
@@ -264,25 +277,33 @@ impl DecoderLayer {
         })
     }
 
-    /// `x`: `[1, q, hidden]` → (`[1, q, hidden]`, the layer's trace).
+    /// `x`: `[b, q, hidden]` at positions `seen..seen + q`, whose rotary tables are `rope`
+    /// → (`[b, q, hidden]`, the layer's trace).
     fn forward(
         &self,
         x: &Tensor,
         kv: &mut Option<(Tensor, Tensor)>,
-        seen: usize,
-        rope: &(Tensor, Tensor),
+        (seen, rope): (usize, &(Tensor, Tensor)),
         keep: Keep,
+        value_mask: Option<&Tensor>,
     ) -> Result<(Tensor, LayerTrace)> {
         let normed = self.input_layernorm.forward(x)?;
-        let (attended, probs, value) = self.attn.forward(&normed, kv, seen, rope)?;
-        let internals = decoder_internals(keep, x, &value, &self.attn.o_proj)?;
+        let step = Step {
+            seen,
+            window: self.attn.window,
+            scale: 1.0 / (self.attn.head_size as f64).sqrt(),
+            keep,
+            value_mask,
+        };
+        let (attended, step) = self.attn.forward(&normed, kv, step, rope)?;
+        let internals = decoder_internals(keep, x, &step.value, &self.attn.o_proj)?;
         let x = (x + attended)?;
         let normed = self.post_attention_layernorm.forward(&x)?;
         // SwiGLU (Shazeer 2020): down(silu(gate(x)) · up(x)).
         let inner = (self.gate_proj.forward(&normed)?.silu()? * self.up_proj.forward(&normed)?)?;
         let trace = LayerTrace {
-            probs,
-            probe: None,
+            probs: step.probs,
+            probe: step.probe,
             internals,
         };
         Ok(((x + self.down_proj.forward(&inner)?)?, trace))
@@ -318,16 +339,15 @@ impl Attention {
         })
     }
 
-    /// `x`: `[1, q, hidden]` (normed) at positions `seen..seen + q` → (the projected output,
-    /// the probabilities `[1, heads, q, seen + q]`, the values expanded to the query heads
-    /// `[1, heads, seen + q, head_size]`).
+    /// `x`: `[b, q, hidden]` (normed) at the step's positions → (the projected output, what
+    /// the attention step yields, its values expanded to the query heads).
     fn forward(
         &self,
         x: &Tensor,
         kv: &mut Option<(Tensor, Tensor)>,
-        seen: usize,
+        step: Step,
         (cos, sin): &(Tensor, Tensor),
-    ) -> Result<(Tensor, Tensor, Tensor)> {
+    ) -> Result<(Tensor, Attended)> {
         let (batch, q, _) = x.dims3()?;
         let split = |t: Tensor, heads: usize| -> Result<Tensor> {
             Ok(t.reshape((batch, q, heads, self.head_size))?
@@ -337,12 +357,8 @@ impl Attention {
         let query = Rotary::apply(&split(self.q_proj.forward(x)?, self.heads)?, cos, sin)?;
         let key = Rotary::apply(&split(self.k_proj.forward(x)?, self.kv_heads)?, cos, sin)?;
         let value = split(self.v_proj.forward(x)?, self.kv_heads)?;
-        let scale = 1.0 / (self.head_size as f64).sqrt();
-        let (context, probs, value) =
-            cached_attention(&query, (key, value), kv, (seen, self.window, scale), |t| {
-                self.expand(t)
-            })?;
-        Ok((self.o_proj.forward(&context)?, probs, value))
+        let attended = cached_attention(&query, (key, value), kv, step, |t| self.expand(t))?;
+        Ok((self.o_proj.forward(&attended.context)?, attended))
     }
 
     /// `[b, kv_heads, n, d]` → `[b, heads, n, d]`: query head h reads key/value head
@@ -367,4 +383,36 @@ fn linear(vb: &WeightPath, input: usize, output: usize, bias: bool) -> Result<Li
         false => None,
     };
     Ok(Linear::new(vb.get("weight", &[output, input])?, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Qwen2's window as transformers' Qwen2Config reads it: layers from max_window_layers
+    /// (default 28) on, given `use_sliding_window`; `layer_types` when a config lists them.
+    #[test]
+    fn qwen2_windows_follow_its_config() {
+        let windows = |extra: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("config.json");
+            let text = format!(
+                r#"{{"model_type": "qwen2", "vocab_size": 8, "hidden_size": 8,
+                "intermediate_size": 8, "num_hidden_layers": 30, "num_attention_heads": 2,
+                "max_position_embeddings": 16, "sliding_window": 4{extra}}}"#
+            );
+            std::fs::write(&path, text).unwrap();
+            let config = LlamaConfig::load(&path).unwrap();
+            (0..30).map(|l| config.window(l)).collect::<Vec<_>>()
+        };
+        let windowed = |w: &[Option<usize>]| w.iter().filter(|w| w.is_some()).count();
+        assert_eq!(windowed(&windows("")), 0);
+        let default = windows(r#", "use_sliding_window": true"#);
+        assert_eq!((default[27], default[28]), (None, Some(4)));
+        assert_eq!(windowed(&default), 2);
+        let from_one = windows(r#", "use_sliding_window": true, "max_window_layers": 1"#);
+        assert_eq!((from_one[0], windowed(&from_one)), (None, 29));
+        let listed = r#", "use_sliding_window": false, "layer_types": ["sliding_attention"]"#;
+        assert_eq!(windowed(&windows(listed)), 0);
+    }
 }

@@ -1,0 +1,162 @@
+//! SPEC §8's mixing matrices in causal mode (`--mixing`): every method's `layer`, `rollout`
+//! and (with `--flow`) `flow` maps for each generated token, sliced to the prompt as the
+//! attention maps of [`super::relevance`] are.
+//!
+//! Under the causal mask, row t of a layer depends only on positions ≤ t, so one forward pass
+//! over the N = m + g − 1 fed positions, without a cache, gives at row t exactly what the model
+//! computed when it generated from there: attention, norm, ALTI and value zeroing read that
+//! pass. Grad-attention differentiates the logit of generated token k at its position
+//! t = m − 1 + k, so it runs one pass over positions 0..=t and one backward pass per token.
+//! The decoders are pre-norm, so ALTI takes the attention block's parts as they are (alti.rs).
+
+use std::collections::BTreeMap;
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use super::CausalMethods;
+use crate::attention::AttentionStack;
+use crate::error::Result;
+use crate::methods::{
+    check_finite, decoder_grad_attention, decoder_matrices, wide, Mixing, Propagated,
+};
+use crate::model::causal::{CausalLm, KvCache};
+use crate::model::Keep;
+
+/// One method's maps, each `[g][m][L]` like [`super::CausalRelevance`]'s: generated token k,
+/// prompt token j, layer l + 1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CausalMethodMaps {
+    /// `M_l[t][j]`, rows normalised as SPEC §8 says.
+    pub layer: Vec<Vec<Vec<f64>>>,
+    pub rollout: Vec<Vec<Vec<f64>>>,
+    /// With `--flow` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Vec<Vec<Vec<f64>>>>,
+}
+
+/// Every computed method's maps, by mixing name (the causal report's `methods`).
+pub type CausalMixings = BTreeMap<String, CausalMethodMaps>;
+
+/// The generated text whose tokens the methods explain.
+pub struct Generated<'a> {
+    /// The generation's attention over the fed positions.
+    pub attention: &'a AttentionStack,
+    /// The N = m + g − 1 positions fed to the model: the prompt, then every generated token
+    /// but the last.
+    pub fed: &'a [u32],
+    /// The g generated tokens.
+    pub ids: &'a [u32],
+    /// m.
+    pub prompt: usize,
+}
+
+/// Every mixing in `mixings` for each generated token.
+pub fn causal_mixings(
+    model: &dyn CausalLm,
+    text: &Generated,
+    mixings: &[Mixing],
+    methods: CausalMethods,
+    device: &Device,
+) -> Result<CausalMixings> {
+    let fed = Tensor::new(text.fed, device)?.unsqueeze(0)?;
+    let reads_internals = |m: &Mixing| !matches!(m, Mixing::Attention | Mixing::GradAttention);
+    let pass = match mixings.iter().any(reads_internals) {
+        true => {
+            let keep = Keep {
+                internals: true,
+                probes: false,
+            };
+            Some(model.step(&fed, &mut KvCache::default(), keep)?)
+        }
+        false => None,
+    };
+    let alpha = methods.relevance.residual;
+    let mut all = CausalMixings::new();
+    for &mixing in mixings {
+        let mut maps = Maps::new(text.ids.len());
+        let shared = match (mixing, &pass) {
+            (Mixing::Attention, _) => Some(wide(&text.attention.fuse(methods.relevance.fusion)?)?),
+            (Mixing::GradAttention, _) => None,
+            (_, Some(pass)) => Some(decoder_matrices(model, pass, mixing)?),
+            (_, None) => unreachable!("the pass runs for every method that reads it"),
+        };
+        if let Some(matrices) = shared {
+            check_finite(&matrices, mixing)?;
+            let propagated = Propagated::of(&matrices, mixing, alpha)?;
+            for k in 0..text.ids.len() {
+                maps.push(&propagated, text.prompt - 1 + k, text.prompt, methods.flow)?;
+            }
+        } else {
+            for (k, &next) in text.ids.iter().enumerate() {
+                let t = text.prompt - 1 + k;
+                let prefix = fed.narrow(1, 0, t + 1)?;
+                let matrices = decoder_grad_attention(model, &prefix, next)?;
+                check_finite(&matrices, mixing)?;
+                let propagated = Propagated::of(&matrices, mixing, alpha)?;
+                maps.push(&propagated, t, text.prompt, methods.flow)?;
+            }
+        }
+        all.insert(mixing.name().to_string(), maps.done());
+    }
+    Ok(all)
+}
+
+/// One method's maps, token by token.
+struct Maps {
+    layer: Vec<Vec<Vec<f64>>>,
+    rollout: Vec<Vec<Vec<f64>>>,
+    flow: Vec<Vec<Vec<f64>>>,
+}
+
+impl Maps {
+    fn new(tokens: usize) -> Self {
+        Self {
+            layer: Vec::with_capacity(tokens),
+            rollout: Vec::with_capacity(tokens),
+            flow: Vec::new(),
+        }
+    }
+
+    /// Appends the maps of the token predicted at `t`, each `[m][L]`.
+    fn push(&mut self, propagated: &Propagated, t: usize, prompt: usize, flow: bool) -> Result<()> {
+        self.layer
+            .push(prompt_by_layer(&propagated.layer(t)?, prompt));
+        self.rollout
+            .push(prompt_by_layer(&propagated.rollout(t)?, prompt));
+        if flow {
+            self.flow.push(prompt_by_layer(&propagated.flow(t), prompt));
+        }
+        Ok(())
+    }
+
+    fn done(self) -> CausalMethodMaps {
+        let has_flow = !self.flow.is_empty();
+        CausalMethodMaps {
+            layer: self.layer,
+            rollout: self.rollout,
+            flow: has_flow.then_some(self.flow),
+        }
+    }
+}
+
+/// `[L][N]` → `[m][L]`: the first `prompt` positions of every layer.
+fn prompt_by_layer(rows: &[Vec<f64>], prompt: usize) -> Vec<Vec<f64>> {
+    (0..prompt)
+        .map(|j| rows.iter().map(|row| row[j]).collect())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_by_layer_keeps_the_prompt_columns() {
+        let rows = vec![vec![0.1, 0.2, 0.7], vec![0.3, 0.3, 0.4]];
+        assert_eq!(
+            prompt_by_layer(&rows, 2),
+            vec![vec![0.1, 0.3], vec![0.2, 0.3]]
+        );
+    }
+}
