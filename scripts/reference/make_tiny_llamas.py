@@ -21,6 +21,9 @@ Weights are drawn wide (std 0.4, embeddings 0.6, noisy RMSNorm weights) so that 
 peaked and greedy decoding has clear winners.
 
   --big DIR     instead: a random ~100M-parameter Llama (not committed) for the memory numbers
+  --one-b DIR   instead: a random Llama in Llama-3.2-1B's shape (1.24 B parameters, not
+                committed): its config.json's sizes and rope scaling, vocabulary rows beyond
+                the tiny tokenizer's zero so that they are never generated
 
 Usage: make_tiny_llamas.py [--out models]   (run with the reference venv's python)
 """
@@ -119,20 +122,36 @@ def build(folder, cls, config, save):
         raise SystemExit(f"{folder} is {size} bytes, over 1 MB")
 
 
-def big(folder):
-    """A random Llama of about 100M parameters (hidden 768, 12 layers, 12 heads, 4 kv heads)."""
+def big(folder, one_b=False):
+    """A random Llama of about 100M parameters (hidden 768, 12 layers, 12 heads, 4 kv heads),
+    or with `one_b` in Llama-3.2-1B's shape."""
     from transformers import LlamaConfig, LlamaForCausalLM
     from tokenizers import Tokenizer
     vocab = Tokenizer.from_file(TOKENIZER).get_vocab_size()
     eos = Tokenizer.from_file(TOKENIZER).token_to_id(EOS)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=768, intermediate_size=3072,
-                         num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
-                         max_position_embeddings=1024, bos_token_id=eos, eos_token_id=[],
-                         tie_word_embeddings=False)
+    if one_b:
+        # meta-llama/Llama-3.2-1B's config.json, but for the tokenizer and its ids.
+        config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                             num_hidden_layers=16, num_attention_heads=32,
+                             num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
+                             rms_norm_eps=1e-5, tie_word_embeddings=True,
+                             rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0,
+                                              "factor": 32.0, "low_freq_factor": 1.0,
+                                              "high_freq_factor": 4.0,
+                                              "original_max_position_embeddings": 8192},
+                             bos_token_id=eos, eos_token_id=[])
+    else:
+        config = LlamaConfig(vocab_size=vocab, hidden_size=768, intermediate_size=3072,
+                             num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
+                             max_position_embeddings=1024, bos_token_id=eos, eos_token_id=[],
+                             tie_word_embeddings=False)
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(config).to(torch.bfloat16)
+    if one_b:
+        with torch.no_grad():
+            model.model.embed_tokens.weight[vocab:] = 0.0
     os.makedirs(folder, exist_ok=True)
-    model.save_pretrained(folder, max_shard_size="100MB")
+    model.save_pretrained(folder, max_shard_size="1GB" if one_b else "100MB")
     write_tokenizer(folder)
     print(f"big llama: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters",
           file=sys.stderr)
@@ -143,9 +162,12 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(REPO, "models"))
     ap.add_argument("--big")
+    ap.add_argument("--one-b")
     args = ap.parse_args()
     if args.big:
         return big(args.big)
+    if args.one_b:
+        return big(args.one_b, one_b=True)
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(TOKENIZER)
     vocab, eos = tok.get_vocab_size(), tok.token_to_id(EOS)
