@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{CausalMethod, CausalReport};
+use super::report::{layer_mean, CausalMethod, CausalReport};
 use crate::report::colour::{hex, ramp, RAMP};
 use crate::report::{esc, CHAR_W, FONT_FAMILY, MARGIN, MUTED, TARGET as HIGHLIGHT};
 
@@ -25,11 +25,51 @@ struct Panel<'a> {
 /// `method` or token `k`.
 pub fn causal_figure(report: &CausalReport, method: CausalMethod, k: usize) -> Option<String> {
     let r = &report.relevance;
-    let token_map = r.token_map(method)?;
-    let mut layer_map = r.layer_map(method, k)?;
+    let name = method.name().replace('_', " ");
+    Some(figure(
+        report,
+        &name,
+        r.token_map(method)?,
+        r.layer_map(method, k)?,
+        k,
+    ))
+}
+
+/// The figure of each `--mixing` method's rollout, for generated token `k`.
+fn method_figures(report: &CausalReport, k: usize) -> Option<Vec<String>> {
+    report
+        .methods
+        .iter()
+        .flatten()
+        .map(|(name, maps)| {
+            let per_prompt = maps.rollout.get(k)?;
+            let layers = per_prompt.first().map_or(0, Vec::len);
+            let layer_map = (0..layers)
+                .map(|l| per_prompt.iter().map(|j| j[l]).collect())
+                .collect();
+            let name = format!("{name} rollout");
+            Some(figure(
+                report,
+                &name,
+                layer_mean(&maps.rollout),
+                layer_map,
+                k,
+            ))
+        })
+        .collect()
+}
+
+/// The figure of a method named `name`: its generated × prompt map `token_map` (`[g][m]`) and
+/// generated token `k`'s layer × prompt map `layer_map` (`[L][m]`, first layer first).
+fn figure(
+    report: &CausalReport,
+    name: &str,
+    token_map: Vec<Vec<f64>>,
+    mut layer_map: Vec<Vec<f64>>,
+    k: usize,
+) -> String {
     layer_map.reverse(); // last layer on top, as the paper draws it
     let columns: Vec<String> = report.prompt_tokens.iter().map(|t| label(t)).collect();
-    let name = method.name().replace('_', " ");
     let panels = [
         Panel {
             title: format!("Each generated token: {name}, mean over layers"),
@@ -85,9 +125,14 @@ pub fn causal_figure(report: &CausalReport, method: CausalMethod, k: usize) -> O
     for (panel, x) in panels.iter().zip([x0, x1]) {
         draw(&mut svg, panel, x, cell_w, max);
     }
-    legend(&mut svg, legend_x, grid_h.max(120), max);
+    // The gradient's id is the method's, so that one page can hold several figures.
+    let id: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    legend(&mut svg, (legend_x, grid_h.max(120)), max, &id);
     svg += "</svg>\n";
-    Some(svg)
+    svg
 }
 
 fn draw(svg: &mut String, panel: &Panel, x0: i64, cell_w: i64, max: f64) {
@@ -141,10 +186,10 @@ fn draw(svg: &mut String, panel: &Panel, x0: i64, cell_w: i64, max: f64) {
     }
 }
 
-fn legend(svg: &mut String, x: i64, h: i64, max: f64) {
+fn legend(svg: &mut String, (x, h): (i64, i64), max: f64, id: &str) {
     let _ = writeln!(
         svg,
-        "<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">"
+        "<defs><linearGradient id=\"scale-{id}\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">"
     );
     for (i, stop) in RAMP.iter().enumerate() {
         let offset = i as f64 / (RAMP.len() - 1) as f64;
@@ -156,7 +201,7 @@ fn legend(svg: &mut String, x: i64, h: i64, max: f64) {
     }
     let _ = writeln!(
         svg,
-        "</linearGradient></defs>\n<rect x=\"{x}\" y=\"{GRID_TOP}\" width=\"14\" height=\"{h}\" fill=\"url(#scale)\"/>\n\
+        "</linearGradient></defs>\n<rect x=\"{x}\" y=\"{GRID_TOP}\" width=\"14\" height=\"{h}\" fill=\"url(#scale-{id})\"/>\n\
          <text x=\"{}\" y=\"{}\">{max:.3}</text>\n<text x=\"{}\" y=\"{}\">0</text>",
         x + 20,
         GRID_TOP + 10,
@@ -165,9 +210,10 @@ fn legend(svg: &mut String, x: i64, h: i64, max: f64) {
     );
 }
 
-/// The HTML page: the figure inline, the generated text, and the report as JSON for scripts.
+/// The HTML page: the figure inline (and one per `--mixing` method, by its rollout), the
+/// generated text, and the report as JSON for scripts.
 pub fn causal_html(report: &CausalReport, method: CausalMethod, k: usize) -> Option<String> {
-    let figure = causal_figure(report, method, k)?;
+    let figure = causal_figure(report, method, k)? + &method_figures(report, k)?.concat();
     let json = serde_json::to_string(report).ok()?.replace("</", "<\\/");
     Some(format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
