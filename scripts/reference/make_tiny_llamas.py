@@ -24,6 +24,7 @@ peaked and greedy decoding has clear winners.
   --one-b DIR   instead: a random Llama in Llama-3.2-1B's shape (1.24 B parameters, not
                 committed): its config.json's sizes and rope scaling, vocabulary rows beyond
                 the tiny tokenizer's zero so that they are never generated
+  --qwen-half-b DIR   the same in Qwen2.5-0.5B's shape (0.49 B parameters)
 
 Usage: make_tiny_llamas.py [--out models]   (run with the reference venv's python)
 """
@@ -122,14 +123,46 @@ def build(folder, cls, config, save):
         raise SystemExit(f"{folder} is {size} bytes, over 1 MB")
 
 
-def big(folder, one_b=False):
+HUB_CONFIGS = {
+    "1b": {"architectures": ["LlamaForCausalLM"], "attention_bias": False,
+           "attention_dropout": 0.0, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+           "initializer_range": 0.02, "intermediate_size": 8192,
+           "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama",
+           "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+           "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+           "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                            "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+           "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+           "transformers_version": "4.45.0.dev0", "use_cache": True, "vocab_size": 128256},
+    "qwen": {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+             "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+             "intermediate_size": 4864, "max_position_embeddings": 32768,
+             "max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14,
+             "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+             "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": True,
+             "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": True,
+             "use_mrope": False, "use_sliding_window": False, "vocab_size": 151936},
+}
+
+
+def big(folder, shape="100m"):
     """A random Llama of about 100M parameters (hidden 768, 12 layers, 12 heads, 4 kv heads),
-    or with `one_b` in Llama-3.2-1B's shape."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    or in the shape of Llama-3.2-1B ("1b") or Qwen2.5-0.5B ("qwen")."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
     from tokenizers import Tokenizer
     vocab = Tokenizer.from_file(TOKENIZER).get_vocab_size()
     eos = Tokenizer.from_file(TOKENIZER).token_to_id(EOS)
-    if one_b:
+    cls = LlamaForCausalLM
+    if shape == "qwen":
+        # Qwen/Qwen2.5-0.5B's config.json, but for the tokenizer and its ids.
+        cls = Qwen2ForCausalLM
+        config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864,
+                             num_hidden_layers=24, num_attention_heads=14,
+                             num_key_value_heads=2, max_position_embeddings=32768,
+                             rms_norm_eps=1e-6, rope_theta=1000000.0, sliding_window=32768,
+                             use_sliding_window=False, max_window_layers=24,
+                             tie_word_embeddings=True, bos_token_id=eos, eos_token_id=[])
+    elif shape == "1b":
         # meta-llama/Llama-3.2-1B's config.json, but for the tokenizer and its ids.
         config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                              num_hidden_layers=16, num_attention_heads=32,
@@ -146,12 +179,18 @@ def big(folder, one_b=False):
                              max_position_embeddings=1024, bos_token_id=eos, eos_token_id=[],
                              tie_word_embeddings=False)
     torch.manual_seed(SEED)
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
-    if one_b:
+    model = cls(config).to(torch.bfloat16)
+    if shape != "100m":
         with torch.no_grad():
             model.model.embed_tokens.weight[vocab:] = 0.0
     os.makedirs(folder, exist_ok=True)
-    model.save_pretrained(folder, max_shard_size="1GB" if one_b else "100MB")
+    model.save_pretrained(folder, max_shard_size="100MB" if shape == "100m" else "1GB")
+    if shape != "100m":
+        # config.json as the Hub holds it (written by transformers 4: rope_theta and
+        # rope_scaling at the top, Qwen2's unused sliding_window, no layer_types).
+        hub = dict(HUB_CONFIGS[shape], bos_token_id=eos, eos_token_id=eos)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(hub, f, indent=2)
     write_tokenizer(folder)
     print(f"big llama: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters",
           file=sys.stderr)
@@ -163,11 +202,14 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "models"))
     ap.add_argument("--big")
     ap.add_argument("--one-b")
+    ap.add_argument("--qwen-half-b")
     args = ap.parse_args()
     if args.big:
         return big(args.big)
     if args.one_b:
-        return big(args.one_b, one_b=True)
+        return big(args.one_b, "1b")
+    if args.qwen_half_b:
+        return big(args.qwen_half_b, "qwen")
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(TOKENIZER)
     vocab, eos = tok.get_vocab_size(), tok.token_to_id(EOS)
