@@ -87,6 +87,7 @@ impl Dinic<'_, '_> {
         level[self.source as usize] = 0;
         level[self.sink as usize] = top as u32;
         self.work.chain(top, |_| true);
+        self.work.levels = 0;
     }
 
     /// Breadth-first levels from the source over residual edges; the sink's level, if the
@@ -147,6 +148,7 @@ impl Dinic<'_, '_> {
             return None;
         }
         w.chain(top, |level| level < depth);
+        w.sort_by_level(top, depth);
         Some(depth)
     }
 
@@ -289,6 +291,22 @@ impl Dinic<'_, '_> {
                 if arc <= sink && w.level[sink] == next && residual > EPS {
                     w.cursor[u] = sink as u32;
                     return Some((sink, 0, residual));
+                }
+            } else if next < depth && !down_only {
+                // Only the nodes one level further down, from the cursor on.
+                let caps = self.capacities[k - 1].row(i);
+                let b = (k - 1) * w.levels + next as usize;
+                let mut p = w.buckets[b].partition_point(|&j| (j as usize) < arc);
+                loop {
+                    p = w.bucket_from(b, p);
+                    let Some(&j) = w.buckets[b].get(p) else { break };
+                    let j = j as usize;
+                    let residual = caps[j] - w.flow[k - 1][i * n + j];
+                    if residual > EPS {
+                        w.cursor[u] = j as u32;
+                        return Some(((k - 1) * n + j, k - 1, residual));
+                    }
+                    p += 1;
                 }
             } else if next < depth {
                 let caps = self.capacities[k - 1].row(i);

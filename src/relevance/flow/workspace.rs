@@ -29,6 +29,15 @@ pub struct Workspace {
     /// first node `≥ i` of layer `k` still in the chain (`n` when there is none).
     pub(super) links: Vec<u32>,
     pub(super) cursor: Vec<u32>,
+    /// After a phase's breadth-first search: per layer `k` and level `λ` below the sink's,
+    /// at `k * levels + λ`, the nodes of layer `k` at level `λ`, in order. A scan down from a
+    /// node at level `λ - 1` reads only these (after the first phase, a layer's nodes lie at
+    /// several levels, and most of a dense row leads to the wrong one).
+    pub(super) buckets: Vec<Vec<u32>>,
+    /// Per bucket, a chain over its positions as `links` is over a layer: dead ends leave it.
+    pub(super) bucket_links: Vec<Vec<u32>>,
+    /// The number of levels each layer has buckets for (0 in the first phase, which has none).
+    pub(super) levels: usize,
     pub(super) queue: Vec<u32>,
     pub(super) frames: Vec<Frame>,
 }
@@ -116,10 +125,51 @@ impl Workspace {
         }
     }
 
+    /// Sorts the nodes of layers `1..top` into [`Self::buckets`] by their levels below `depth`.
+    pub(super) fn sort_by_level(&mut self, top: usize, depth: u32) {
+        let n = self.n;
+        let levels = depth as usize;
+        self.levels = levels;
+        let wanted = (top + 1) * levels;
+        if self.buckets.len() < wanted {
+            self.buckets.resize_with(wanted, Vec::new);
+            self.bucket_links.resize_with(wanted, Vec::new);
+        }
+        self.buckets[..wanted].iter_mut().for_each(Vec::clear);
+        for k in 1..top {
+            for (i, &level) in self.level[k * n..(k + 1) * n].iter().enumerate() {
+                if level < depth {
+                    self.buckets[k * levels + level as usize].push(i as u32);
+                }
+            }
+        }
+        for (bucket, links) in self.buckets[..wanted].iter().zip(&mut self.bucket_links) {
+            links.clear();
+            links.extend(0..=bucket.len() as u32);
+        }
+    }
+
+    /// The first position `≥ p` of bucket `b` still in its chain (its length when none is).
+    pub(super) fn bucket_from(&mut self, b: usize, mut p: usize) -> usize {
+        let links = &mut self.bucket_links[b];
+        while links[p] as usize != p {
+            let skip = links[links[p] as usize];
+            links[p] = skip;
+            p = skip as usize;
+        }
+        p
+    }
+
     /// Node `(k, i)` is a dead end for the rest of the phase.
     pub(super) fn bury(&mut self, k: usize, i: usize) {
-        self.level[k * self.n + i] = UNSEEN;
+        let level = std::mem::replace(&mut self.level[k * self.n + i], UNSEEN) as usize;
         self.unchain(k, i);
+        if level < self.levels {
+            let b = k * self.levels + level;
+            if let Ok(p) = self.buckets[b].binary_search(&(i as u32)) {
+                self.bucket_links[b][p] = (p + 1) as u32;
+            }
+        }
     }
 }
 
