@@ -93,13 +93,38 @@ pub fn checked_attention(
 
 /// Finite, non-negative, rows summing to 1: anything else is not softmax attention.
 fn check_probabilities(stack: &AttentionStack, dtype: DType) -> std::result::Result<(), String> {
-    let values: Vec<f64> = stack
-        .tensor()
+    use candle_core::CpuStorage;
+    let tensor = stack.tensor();
+    // A contiguous stack on the CPU is read where it lies (it is most of the memory); any other
+    // is copied to the host as f64 first.
+    let (storage, layout) = tensor.storage_and_layout();
+    if let (candle_core::Storage::Cpu(cpu), Some((start, end))) =
+        (&*storage, layout.contiguous_offsets())
+    {
+        match cpu {
+            CpuStorage::F64(values) => return check_values(&values[start..end], stack, dtype),
+            CpuStorage::F32(values) => return check_values(&values[start..end], stack, dtype),
+            CpuStorage::F16(values) => return check_values(&values[start..end], stack, dtype),
+            CpuStorage::BF16(values) => return check_values(&values[start..end], stack, dtype),
+            _ => {}
+        }
+    }
+    drop(storage);
+    let values: Vec<f64> = tensor
         .to_device(&Device::Cpu)
         .and_then(|t| t.to_dtype(DType::F64))
         .and_then(|t| t.flatten_all())
         .and_then(|t| t.to_vec1())
         .map_err(|e| e.to_string())?;
+    check_values(&values, stack, dtype)
+}
+
+/// [`check_probabilities`] on the stack's values, row-major `[L][H][n][n]`.
+fn check_values<T: Copy + Into<f64>>(
+    values: &[T],
+    stack: &AttentionStack,
+    dtype: DType,
+) -> std::result::Result<(), String> {
     let (heads, n) = (stack.heads(), stack.len());
     let locate = |index: usize| {
         let row = index / n;
@@ -110,22 +135,25 @@ fn check_probabilities(stack: &AttentionStack, dtype: DType) -> std::result::Res
             row % n
         )
     };
-    if let Some(index) = values.iter().position(|v| !v.is_finite()) {
+    let value = |index: usize| -> f64 { values[index].into() };
+    if let Some(index) = (0..values.len()).find(|&i| !value(i).is_finite()) {
         return Err(format!(
             "{} holds {}; attention must be finite",
             locate(index),
-            values[index]
+            value(index)
         ));
     }
-    if let Some(index) = values.iter().position(|v| *v < 0.0) {
+    if let Some(index) = (0..values.len()).find(|&i| value(i) < 0.0) {
         return Err(format!(
             "{} holds the negative value {}; attention probabilities are non-negative",
             locate(index),
-            values[index]
+            value(index)
         ));
     }
     let tolerance = row_sum_tolerance(dtype);
-    let sums = values.chunks_exact(n).map(|row| row.iter().sum::<f64>());
+    let sums = values
+        .chunks_exact(n)
+        .map(|row| row.iter().map(|&v| v.into()).sum::<f64>());
     if let Some((row, sum)) = sums
         .enumerate()
         .find(|(_, sum)| (sum - 1.0).abs() > tolerance)

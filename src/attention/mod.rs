@@ -27,7 +27,9 @@ pub enum HeadFusion {
 /// Every layer's attention probabilities for one sentence.
 #[derive(Debug, Clone)]
 pub struct AttentionStack {
-    /// `[layers, heads, n, n]`, f64 (f32 on Metal, which has no f64).
+    /// `[layers, heads, n, n]`, in the float type it came in (f32 from the models), so that
+    /// the largest thing held is no larger than it has to be; f32 on Metal, which has no f64.
+    /// Every computation on it widens one layer at a time ([`compute_dtype`]).
     tensor: Tensor,
 }
 
@@ -66,7 +68,10 @@ impl AttentionStack {
             3 => tensor.unsqueeze(1)?,
             _ => tensor,
         };
-        let dtype = compute_dtype(tensor.device());
+        let dtype = match (tensor.dtype(), compute_dtype(tensor.device())) {
+            (DType::F16 | DType::BF16 | DType::F32 | DType::F64, DType::F64) => tensor.dtype(),
+            (_, compute) => compute,
+        };
         Ok(Self {
             tensor: tensor.to_dtype(dtype)?.contiguous()?,
         })
@@ -106,13 +111,24 @@ impl AttentionStack {
         &self.tensor
     }
 
-    /// `Ā_l` for every layer: `[layers, n, n]`.
+    /// `Ā_l` for every layer: `[layers, n, n]`, in [`compute_dtype`].
     pub fn fuse(&self, fusion: HeadFusion) -> Result<Tensor> {
+        let dtype = compute_dtype(self.tensor.device());
+        let layers = (0..self.layers())
+            .map(|l| {
+                let heads = self.tensor.get(l)?.to_dtype(dtype)?;
+                Ok(match fusion {
+                    HeadFusion::Mean => heads.mean(0)?,
+                    HeadFusion::Max => heads.max(0)?,
+                    HeadFusion::Min => heads.min(0)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let fused = Tensor::stack(&layers, 0)?;
         Ok(match fusion {
-            HeadFusion::Mean => self.tensor.mean(1)?,
-            HeadFusion::Max => normalise_rows(&self.tensor.max(1)?)?,
+            HeadFusion::Mean => fused,
+            HeadFusion::Max => normalise_rows(&fused)?,
             HeadFusion::Min => {
-                let fused = self.tensor.min(1)?;
                 let sums: Vec<Vec<f64>> = fused.sum(D::Minus1)?.to_dtype(DType::F64)?.to_vec2()?;
                 for (layer, rows) in sums.iter().enumerate() {
                     if let Some(row) = rows.iter().position(|s| *s <= 0.0) {
@@ -240,7 +256,9 @@ mod tests {
         let layer = |v: f32| Tensor::full(v, (1, 3, 2, 2), &device).unwrap();
         let stack = AttentionStack::from_tensors(&[layer(0.25), layer(0.5)]).unwrap();
         assert_eq!((stack.layers(), stack.heads(), stack.len()), (2, 3, 2));
-        assert_eq!(stack.tensor().dtype(), DType::F64);
+        // Held as it came, fused in f64.
+        assert_eq!(stack.tensor().dtype(), DType::F32);
+        assert_eq!(stack.fuse(HeadFusion::Mean).unwrap().dtype(), DType::F64);
         assert!(AttentionStack::from_vec(1, 1, 2, vec![0.0; 3]).is_err());
         let three = Tensor::zeros((2, 3, 3), DType::F32, &device).unwrap();
         assert_eq!(AttentionStack::new(three).unwrap().heads(), 1);
