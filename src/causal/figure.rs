@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{layer_mean, CausalMethod, CausalReport};
+use super::report::{by_layer, layer_mean, CausalMethod, CausalReport};
 use crate::report::colour::{hex, ramp, RAMP};
 use crate::report::{esc, CHAR_W, FONT_FAMILY, MARGIN, MUTED, TARGET as HIGHLIGHT};
 
@@ -42,11 +42,7 @@ fn method_figures(report: &CausalReport, k: usize) -> Option<Vec<String>> {
         .iter()
         .flatten()
         .map(|(name, maps)| {
-            let per_prompt = maps.rollout.get(k)?;
-            let layers = per_prompt.first().map_or(0, Vec::len);
-            let layer_map = (0..layers)
-                .map(|l| per_prompt.iter().map(|j| j[l]).collect())
-                .collect();
+            let layer_map = by_layer(maps.rollout.get(k)?);
             let name = format!("{name} rollout");
             Some(figure(
                 report,

@@ -4,8 +4,8 @@
 //!
 //! Under the causal mask, row t of a layer depends only on positions ≤ t, so one forward pass
 //! over the N = m + g − 1 fed positions, without a cache, gives at row t exactly what the model
-//! computed when it generated from there: attention, norm, ALTI and value zeroing read that
-//! pass. Grad-attention differentiates the logit of generated token k at its position
+//! computed when it generated from there: norm, ALTI and value zeroing read that pass.
+//! Attention's maps are the report's own ([`super::relevance`]). Grad-attention differentiates the logit of generated token k at its position
 //! t = m − 1 + k, so it runs one pass over positions 0..=t and one backward pass per token.
 //! The decoders are pre-norm, so ALTI takes the attention block's parts as they are (alti.rs).
 
@@ -14,12 +14,9 @@ use std::collections::BTreeMap;
 use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
-use super::CausalMethods;
-use crate::attention::AttentionStack;
+use super::{CausalMethods, CausalRelevance};
 use crate::error::Result;
-use crate::methods::{
-    check_finite, decoder_grad_attention, decoder_matrices, wide, Mixing, Propagated,
-};
+use crate::methods::{check_finite, decoder_grad_attention, decoder_matrices, Mixing, Propagated};
 use crate::model::causal::{CausalLm, KvCache};
 use crate::model::Keep;
 
@@ -40,8 +37,8 @@ pub type CausalMixings = BTreeMap<String, CausalMethodMaps>;
 
 /// The generated text whose tokens the methods explain.
 pub struct Generated<'a> {
-    /// The generation's attention over the fed positions.
-    pub attention: &'a AttentionStack,
+    /// The attention maps already computed for the report: the `attention` method's.
+    pub relevance: &'a CausalRelevance,
     /// The N = m + g − 1 positions fed to the model: the prompt, then every generated token
     /// but the last.
     pub fed: &'a [u32],
@@ -71,35 +68,44 @@ pub fn causal_mixings(
         }
         false => None,
     };
-    let alpha = methods.relevance.residual;
     let mut all = CausalMixings::new();
     for &mixing in mixings {
-        let mut maps = Maps::new(text.ids.len());
-        let shared = match (mixing, &pass) {
-            (Mixing::Attention, _) => Some(wide(&text.attention.fuse(methods.relevance.fusion)?)?),
-            (Mixing::GradAttention, _) => None,
-            (_, Some(pass)) => Some(decoder_matrices(model, pass, mixing)?),
+        let maps = match (mixing, &pass) {
+            // The report's own attention maps.
+            (Mixing::Attention, _) => CausalMethodMaps {
+                layer: text.relevance.raw.clone(),
+                rollout: text.relevance.rollout.clone(),
+                flow: text.relevance.flow.clone(),
+            },
+            (Mixing::GradAttention, _) => {
+                let mut maps = Maps::new(text.ids.len());
+                for (k, &next) in text.ids.iter().enumerate() {
+                    let t = text.prompt - 1 + k;
+                    let matrices = decoder_grad_attention(model, &fed.narrow(1, 0, t + 1)?, next)?;
+                    maps.push(&propagate(&matrices, mixing, methods)?, t, text, methods)?;
+                }
+                maps.done()
+            }
+            (_, Some(pass)) => {
+                let propagated =
+                    propagate(&decoder_matrices(model, pass, mixing)?, mixing, methods)?;
+                let mut maps = Maps::new(text.ids.len());
+                for k in 0..text.ids.len() {
+                    maps.push(&propagated, text.prompt - 1 + k, text, methods)?;
+                }
+                maps.done()
+            }
             (_, None) => unreachable!("the pass runs for every method that reads it"),
         };
-        if let Some(matrices) = shared {
-            check_finite(&matrices, mixing)?;
-            let propagated = Propagated::of(&matrices, mixing, alpha)?;
-            for k in 0..text.ids.len() {
-                maps.push(&propagated, text.prompt - 1 + k, text.prompt, methods.flow)?;
-            }
-        } else {
-            for (k, &next) in text.ids.iter().enumerate() {
-                let t = text.prompt - 1 + k;
-                let prefix = fed.narrow(1, 0, t + 1)?;
-                let matrices = decoder_grad_attention(model, &prefix, next)?;
-                check_finite(&matrices, mixing)?;
-                let propagated = Propagated::of(&matrices, mixing, alpha)?;
-                maps.push(&propagated, t, text.prompt, methods.flow)?;
-            }
-        }
-        all.insert(mixing.name().to_string(), maps.done());
+        all.insert(mixing.name().to_string(), maps);
     }
     Ok(all)
+}
+
+/// `matrices` checked and made ready for every generated token's maps.
+fn propagate(matrices: &Tensor, mixing: Mixing, methods: CausalMethods) -> Result<Propagated> {
+    check_finite(matrices, mixing)?;
+    Propagated::of(matrices, mixing, methods.relevance.residual)
 }
 
 /// One method's maps, token by token.
@@ -118,13 +124,20 @@ impl Maps {
         }
     }
 
-    /// Appends the maps of the token predicted at `t`, each `[m][L]`.
-    fn push(&mut self, propagated: &Propagated, t: usize, prompt: usize, flow: bool) -> Result<()> {
+    /// Appends the maps of the token predicted at `t`, each `[m][L]` (flow with `--flow`).
+    fn push(
+        &mut self,
+        propagated: &Propagated,
+        t: usize,
+        text: &Generated,
+        methods: CausalMethods,
+    ) -> Result<()> {
+        let prompt = text.prompt;
         self.layer
             .push(prompt_by_layer(&propagated.layer(t)?, prompt));
         self.rollout
             .push(prompt_by_layer(&propagated.rollout(t)?, prompt));
-        if flow {
+        if methods.flow {
             self.flow.push(prompt_by_layer(&propagated.flow(t), prompt));
         }
         Ok(())

@@ -147,7 +147,7 @@ impl CausalExplainer {
             false => {
                 let fed = [&prompt_ids[..], &generation.ids[..generation.ids.len() - 1]].concat();
                 let text = Generated {
-                    attention: &generation.attention,
+                    relevance: &relevance,
                     fed: &fed,
                     ids: &generation.ids,
                     prompt: m,

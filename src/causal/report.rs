@@ -116,14 +116,16 @@ impl CausalRelevance {
 
     /// The layer × prompt-token map `[L][m]` of generated token `k`.
     pub fn layer_map(&self, method: CausalMethod, k: usize) -> Option<Vec<Vec<f64>>> {
-        let per_prompt = self.get(method)?.get(k)?;
-        let layers = per_prompt.first().map_or(0, Vec::len);
-        Some(
-            (0..layers)
-                .map(|l| per_prompt.iter().map(|j| j[l]).collect())
-                .collect(),
-        )
+        Some(by_layer(self.get(method)?.get(k)?))
     }
+}
+
+/// One generated token's `[m][L]` → `[L][m]`.
+pub fn by_layer(per_prompt: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    let layers = per_prompt.first().map_or(0, Vec::len);
+    (0..layers)
+        .map(|l| per_prompt.iter().map(|j| j[l]).collect())
+        .collect()
 }
 
 /// `[g][m][L]` → `[g][m]`: each entry the mean over layers.

@@ -25,6 +25,7 @@ use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 pub use aggregate::{aggregate, Propagated};
+pub use grad_attention::decoder_matrices as decoder_grad_attention;
 
 use crate::attention::{compute_dtype, AttentionStack};
 use crate::error::{Error, Result};
@@ -205,9 +206,9 @@ pub fn matrices(
 
 /// `[L, n, n]` (f64): a causal decoder's `M_l` of every layer for norm, ALTI and value
 /// zeroing, before row normalisation, from `pass`, one forward pass over n positions that
-/// kept the layers' internals; entries above the diagonal are zero (no position reads a
-/// later one). Attention's are the generation's own; grad-attention's depend on the token
-/// explained ([`decoder_grad_attention`]).
+/// kept the layers' internals; an entry is exactly zero where the position cannot read the
+/// input (a later one, or one outside a sliding window). Attention's are the generation's
+/// own; grad-attention's depend on the token explained ([`decoder_grad_attention`]).
 pub fn decoder_matrices(model: &dyn CausalLm, pass: &StepOutput, mixing: Mixing) -> Result<Tensor> {
     let per_layer = |f: &dyn Fn(&LayerTrace, usize) -> Result<Tensor>| -> Result<Tensor> {
         let layers = (pass.layers.iter().enumerate())
@@ -215,7 +216,7 @@ pub fn decoder_matrices(model: &dyn CausalLm, pass: &StepOutput, mixing: Mixing)
             .collect::<Result<Vec<_>>>()?;
         Ok(Tensor::stack(&layers, 0)?)
     };
-    let matrices = match mixing {
+    Ok(match mixing {
         Mixing::Norm => per_layer(&|t, _| norm::matrix(&t.probs, kept(t, mixing)?))?,
         Mixing::Alti => per_layer(&|t, _| alti::matrix(&t.probs, kept(t, mixing)?))?,
         Mixing::ValueZeroing => per_layer(&|t, l| {
@@ -227,30 +228,13 @@ pub fn decoder_matrices(model: &dyn CausalLm, pass: &StepOutput, mixing: Mixing)
             let why = format!("{mixing} does not come from a decoder's internals");
             return Err(candle_core::Error::Msg(why).into());
         }
-    };
-    lower_triangle(&matrices)
+    })
 }
 
 /// The internals a trace kept.
 fn kept(trace: &LayerTrace, mixing: Mixing) -> Result<&LayerInternals> {
     let missing = || candle_core::Error::Msg(format!("{mixing} needs the layers' internals"));
     Ok(trace.internals.as_ref().ok_or_else(missing)?)
-}
-
-/// `[L, n, n]` (f64): grad-attention's `M_l` for a causal decoder fed `ids` (`[1, n]`),
-/// for the logit of `next`, the token generated at the last position.
-pub fn decoder_grad_attention(model: &dyn CausalLm, ids: &Tensor, next: u32) -> Result<Tensor> {
-    lower_triangle(&grad_attention::decoder_matrices(model, ids, next)?)
-}
-
-/// `[L, n, n]` with every entry above the diagonal set to zero.
-fn lower_triangle(matrices: &Tensor) -> Result<Tensor> {
-    let n = matrices.dim(1)?;
-    let keep: Vec<f64> = (0..n)
-        .flat_map(|i| (0..n).map(move |j| f64::from(u8::from(j <= i))))
-        .collect();
-    let keep = Tensor::from_vec(keep, (n, n), matrices.device())?.to_dtype(matrices.dtype())?;
-    Ok(matrices.broadcast_mul(&keep)?)
 }
 
 pub(crate) fn check_finite(matrices: &Tensor, mixing: Mixing) -> Result<()> {
@@ -284,6 +268,6 @@ fn host(t: &Tensor) -> Result<Tensor> {
 
 /// Any tensor → the widest float its device has (f64; f32 on Metal), where every method's
 /// arithmetic happens.
-pub(crate) fn wide(t: &Tensor) -> Result<Tensor> {
+fn wide(t: &Tensor) -> Result<Tensor> {
     Ok(t.to_dtype(compute_dtype(t.device()))?)
 }
