@@ -74,19 +74,29 @@ pub fn read_npy(path: &Path) -> Result<Tensor, String> {
             ))
         }
     };
-    let mut data = vec![0u8; bytes];
-    file.read_exact(&mut data).map_err(|e| e.to_string())?;
-    if header.big_endian {
-        for value in data.chunks_exact_mut(header.dtype.size_in_bytes()) {
-            value.reverse();
-        }
-    }
     let shape = match header.fortran_order {
         true => header.shape.iter().rev().copied().collect(),
         false => header.shape.clone(),
     };
-    let tensor = Tensor::from_raw_buffer(&data, header.dtype, &shape, &Device::Cpu)
-        .map_err(|e| e.to_string())?;
+    let count = bytes / header.dtype.size_in_bytes();
+    let big = header.big_endian;
+    // Straight into a vector of the file's own type: the stack is most of the memory a run
+    // needs, so it is never held twice (as bytes and as values).
+    let tensor = match header.dtype {
+        DType::F16 => {
+            let values = read_values(&mut file, count, big, half::f16::from_bits)?;
+            Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
+        }
+        DType::F32 => {
+            let values = read_values(&mut file, count, big, f32::from_bits)?;
+            Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
+        }
+        _ => {
+            let values = read_values(&mut file, count, big, f64::from_bits)?;
+            Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
+        }
+    }
+    .map_err(|e| e.to_string())?;
     if header.fortran_order && shape.len() > 1 {
         let reversed: Vec<usize> = (0..shape.len()).rev().collect();
         return tensor
@@ -96,6 +106,49 @@ pub fn read_npy(path: &Path) -> Result<Tensor, String> {
     }
     Ok(tensor)
 }
+
+/// Reads `count` values of `N` bytes each, in either byte order, through a small buffer.
+fn read_values<T, const N: usize, B: Bits<N>>(
+    file: &mut impl Read,
+    count: usize,
+    big_endian: bool,
+    from_bits: impl Fn(B) -> T,
+) -> Result<Vec<T>, String> {
+    let mut values = Vec::with_capacity(count);
+    let mut buffer = vec![0u8; (1 << 16) * N];
+    let mut left = count;
+    while left > 0 {
+        let chunk = &mut buffer[..left.min(1 << 16) * N];
+        file.read_exact(chunk).map_err(|e| e.to_string())?;
+        values.extend(chunk.chunks_exact(N).map(|bytes| {
+            let bytes: [u8; N] = bytes.try_into().expect("chunks of N bytes");
+            from_bits(B::from_bytes(bytes, big_endian))
+        }));
+        left -= chunk.len() / N;
+    }
+    Ok(values)
+}
+
+/// The unsigned integer holding one value's bits.
+trait Bits<const N: usize> {
+    fn from_bytes(bytes: [u8; N], big_endian: bool) -> Self;
+}
+
+macro_rules! bits {
+    ($int:ty, $n:literal) => {
+        impl Bits<$n> for $int {
+            fn from_bytes(bytes: [u8; $n], big_endian: bool) -> Self {
+                match big_endian {
+                    true => <$int>::from_be_bytes(bytes),
+                    false => <$int>::from_le_bytes(bytes),
+                }
+            }
+        }
+    };
+}
+bits!(u16, 2);
+bits!(u32, 4);
+bits!(u64, 8);
 
 fn not_npy(why: &str) -> String {
     format!("{why}; it is not a .npy file as numpy.save writes them")

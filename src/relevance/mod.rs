@@ -9,7 +9,7 @@ pub use flow::{flow, flow_from_every_position, flow_from_every_position_with, ma
 pub use raw::raw;
 pub use rollout::{joint_attention, rollout};
 
-use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::attention::{with_residual, AttentionStack, HeadFusion, Matrix};
@@ -48,11 +48,11 @@ pub struct AllPositions {
     pub flow: Vec<Vec<Vec<f64>>>,
 }
 
-/// The layers as a graph: fused and residual-augmented attention on the device, the joint
-/// attention of rollout, and the capacities that flow needs on the host.
+/// The layers as a graph: fused and residual-augmented attention on the device, and the
+/// capacities that flow needs on the host.
 pub struct AttentionGraph {
     fused: Tensor,
-    joint: Tensor,
+    augmented: Tensor,
     capacities: Vec<Matrix>,
 }
 
@@ -61,8 +61,8 @@ impl AttentionGraph {
         let fused = stack.fuse(options.fusion)?;
         let augmented = with_residual(&fused, options.residual)?;
         Ok(Self {
-            joint: joint_attention(&augmented)?,
             capacities: Matrix::from_layers(&augmented)?,
+            augmented,
             fused,
         })
     }
@@ -83,7 +83,7 @@ impl AttentionGraph {
 
     /// Rollout alone for `target` (< n), `[L][n]`, without computing any flow.
     pub fn rollout(&self, target: usize) -> Result<Vec<Vec<f64>>> {
-        to_rows(&self.joint.i((.., target, ..))?)
+        to_rows(&rollout(&self.augmented, target)?)
     }
 
     /// Flow alone for `target` (< n), `[L][n]`.
@@ -95,7 +95,7 @@ impl AttentionGraph {
     /// advance (see [`flow_from_every_position_with`]).
     pub fn all_positions(&self, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<AllPositions> {
         Ok(AllPositions {
-            rollout: host(&self.joint)?.to_vec3()?,
+            rollout: host(&joint_attention(&self.augmented)?)?.to_vec3()?,
             flow: flow_from_every_position_with(&self.capacities, progress),
         })
     }

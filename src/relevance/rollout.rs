@@ -17,10 +17,22 @@ pub fn joint_attention(augmented: &Tensor) -> Result<Tensor> {
 }
 
 /// `augmented`: `[L, n, n]` → `[L, n]` with `rollout[l][j] = R_l[t][j]`.
+///
+/// One row at a time, `R_l[t] = Â_l[t] · Â_{l-1} ⋯ Â_1`: about `L²/2` vector–matrix products
+/// instead of the `L` matrix products of [`joint_attention`] (at n = 512 and 12 layers, 17 M
+/// multiplications instead of 3 G).
 pub fn rollout(augmented: &Tensor, target: usize) -> Result<Tensor> {
-    Ok(joint_attention(augmented)?
-        .narrow(1, target, 1)?
-        .squeeze(1)?)
+    let (layers, _, _) = augmented.dims3()?;
+    let rows = (0..layers)
+        .map(|l| {
+            let mut row = augmented.get(l)?.narrow(0, target, 1)?;
+            for below in (0..l).rev() {
+                row = row.matmul(&augmented.get(below)?)?;
+            }
+            Ok(row.squeeze(0)?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Tensor::stack(&rows, 0)?)
 }
 
 #[cfg(test)]
@@ -39,6 +51,14 @@ mod tests {
         assert_eq!(rows[0], vec![0.8, 0.2]);
         // Row 0 of a2·a1 = 0.5·[0.8, 0.2] + 0.5·[0.4, 0.6].
         assert!((rows[1][0] - 0.6).abs() < 1e-15 && (rows[1][1] - 0.4).abs() < 1e-15);
-        assert_eq!(joint_attention(&a).unwrap().dims(), &[2, 2, 2]);
+        let joint: Vec<Vec<Vec<f64>>> = joint_attention(&a).unwrap().to_vec3().unwrap();
+        for target in 0..2 {
+            let rows: Vec<Vec<f64>> = rollout(&a, target).unwrap().to_vec2().unwrap();
+            for (row, layer) in rows.iter().zip(&joint) {
+                for (v, w) in row.iter().zip(&layer[target]) {
+                    assert!((v - w).abs() < 1e-15);
+                }
+            }
+        }
     }
 }
