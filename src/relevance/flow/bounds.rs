@@ -49,7 +49,7 @@ pub fn upper_bounds(capacities: &[Matrix], source: usize) -> Vec<f64> {
 /// Bounds this close (relative) settle a flow without a search. Settled values are upper
 /// bounds; the lower bounds that settled them are what the next layer builds on, so the
 /// tolerance does not compound over layers.
-const SETTLED: f64 = 1e-13;
+pub(super) const SETTLED: f64 = 1e-13;
 
 /// One flow of a layer: the value reported, and a value a flow is known to reach (the
 /// same, when a search found it).

@@ -3,13 +3,16 @@
 //!
 //! Every (layer, source, sink) triple is its own max-flow problem, solved exactly in f64 by
 //! Dinic's algorithm on the dense layered graph ([`network`]); no capacity is scaled to an
-//! integer, so results agree with networkx's Edmonds–Karp up to rounding. The problems are
-//! independent, so rayon spreads them over threads and each one's arithmetic is the same
-//! whatever the schedule: parallel results are bit-identical to serial ones. A cheap upper
+//! integer, so results agree with networkx's Edmonds–Karp up to rounding. A cheap upper
 //! bound per source and sink ([`bounds`]) lets each search stop as soon as its flow reaches
-//! it.
+//! it, and deep layers' flows are mostly settled without a search: a flow lifted from the
+//! layer below that reaches the bound ([`lift`]), or, from every position, the flows of the
+//! layer below combined ([`Spread`]). The problems of one sink (or one layer) are independent
+//! of the others', so rayon spreads them over threads and each one's arithmetic is the same
+//! whatever the schedule: parallel results are bit-identical to serial ones.
 
 mod bounds;
+mod lift;
 mod network;
 mod workspace;
 
@@ -19,13 +22,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 
 use crate::attention::Matrix;
-use bounds::{upper_bounds, Settled, Spread};
+use bounds::{upper_bounds, Settled, Spread, SETTLED};
+use lift::Lifter;
 use network::solve;
 use workspace::Workspace;
 
 thread_local! {
     /// One workspace per thread, reused by every problem that thread solves.
     static WORKSPACE: RefCell<Workspace> = RefCell::new(Workspace::default());
+    static LIFTER: RefCell<Lifter> = RefCell::new(Lifter::default());
 }
 
 /// Attention flow from one position through every layer.
@@ -40,11 +45,66 @@ pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
         .into_par_iter()
         .map(|l| upper_bounds(&augmented[..l], target))
         .collect();
-    let values = solve_all(layers * n, true, |p| {
-        let (layer, sink) = (p / n, p % n);
-        max_flow_in(&augmented[..layer + 1], target, sink, bounds[layer][sink])
-    });
-    values.chunks(n.max(1)).map(normalise).collect()
+    // One task per sink, climbing the layers: each layer's flow may be lifted from the last.
+    let columns: Vec<Vec<f64>> = (0..n)
+        .into_par_iter()
+        .map(|sink| climb(augmented, target, sink, &bounds))
+        .collect();
+    (0..layers)
+        .map(|l| normalise(&columns.iter().map(|column| column[l]).collect::<Vec<_>>()))
+        .collect()
+}
+
+/// The maximum flow from `(l, target)` to `(0, sink)` for every layer `l = 1..=L`, given each
+/// layer's upper bounds: lifted from the layer below where that reaches the bound, else
+/// searched.
+fn climb(augmented: &[Matrix], target: usize, sink: usize, bounds: &[Vec<f64>]) -> Vec<f64> {
+    let n = augmented[0].n;
+    let mut values = Vec::with_capacity(augmented.len());
+    // The last flow's arcs out of its source.
+    let mut top: Vec<f64> = Vec::with_capacity(n);
+    for layer in 1..=augmented.len() {
+        let bound = bounds[layer - 1][sink];
+        let value = match layer {
+            1 => augmented[0].get(target, sink),
+            // Edge-disjoint two-edge paths, one through each middle node.
+            2 => {
+                top.clear();
+                top.extend(
+                    (0..n).map(|m| augmented[1].get(target, m).min(augmented[0].get(m, sink))),
+                );
+                top.iter().sum()
+            }
+            _ => {
+                let reaches = top.iter().sum::<f64>() >= bound - SETTLED * bound;
+                let lifted = reaches
+                    .then(|| {
+                        let (above, below) = (&augmented[layer - 1], &augmented[layer - 2]);
+                        LIFTER.with(|lifter| lifter.borrow_mut().lift(above, below, target, &top))
+                    })
+                    .flatten();
+                match lifted {
+                    Some(sent) => {
+                        top = sent;
+                        bound
+                    }
+                    None => WORKSPACE.with(|work| {
+                        let capacities = &augmented[..layer];
+                        solve(
+                            capacities,
+                            target,
+                            sink,
+                            bound,
+                            Some(&mut top),
+                            &mut work.borrow_mut(),
+                        )
+                    }),
+                }
+            }
+        };
+        values.push(value);
+    }
+    values
 }
 
 /// Attention flow from every position through every layer, as the reference's
@@ -114,7 +174,16 @@ pub fn max_flow(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
 
 /// The maximum flow, given an upper bound on it (`f64::INFINITY` if none is known).
 fn max_flow_in(capacities: &[Matrix], source: usize, sink: usize, bound: f64) -> f64 {
-    WORKSPACE.with(|work| solve(capacities, source, sink, bound, &mut work.borrow_mut()))
+    WORKSPACE.with(|work| {
+        solve(
+            capacities,
+            source,
+            sink,
+            bound,
+            None,
+            &mut work.borrow_mut(),
+        )
+    })
 }
 
 /// `n`, after checking that every layer is `n × n`.
@@ -127,19 +196,6 @@ fn size(layers: &[Matrix]) -> usize {
         );
     }
     n
-}
-
-/// Solves problems `0..count`, in parallel or not; the results are the same either way.
-fn solve_all(
-    count: usize,
-    parallel: bool,
-    problem: impl Fn(usize) -> f64 + Sync + Send,
-) -> Vec<f64> {
-    if parallel {
-        (0..count).into_par_iter().map(problem).collect()
-    } else {
-        (0..count).map(problem).collect()
-    }
 }
 
 /// `[n]` maximum flows → shares summing to 1 (all zero stays zero).
@@ -155,6 +211,7 @@ fn normalise(values: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use workspace::Workspace;
 
     fn matrix(n: usize, data: &[f64]) -> Matrix {
         Matrix {
@@ -230,28 +287,99 @@ mod tests {
         }
     }
 
-    #[test]
-    fn agrees_with_edmonds_karp_on_random_layered_graphs() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut uniform = move || {
+    /// A seeded xorshift generator of uniform values in [0, 1).
+    fn uniform_values(mut seed: u64) -> impl FnMut() -> f64 {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        }
+    }
+
+    /// `layers` random row-stochastic `n × n` matrices, residual added; `sharpness` > 1
+    /// concentrates each row on a few positions, as real attention does.
+    fn random_graph(
+        uniform: &mut impl FnMut() -> f64,
+        layers: usize,
+        n: usize,
+        sharpness: i32,
+    ) -> Vec<Matrix> {
+        (0..layers)
+            .map(|_| {
+                let values: Vec<f64> = (0..n * n).map(|_| uniform().powi(sharpness)).collect();
+                let mut m = matrix(n, &values);
+                for row in m.data.chunks_mut(n) {
+                    let sum: f64 = row.iter().sum();
+                    row.iter_mut().for_each(|v| *v /= sum);
+                }
+                m.with_residual(0.5)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lifted_flows_equal_the_searched_ones() {
+        let mut uniform = uniform_values(0x9e37_79b9_7f4a_7c15);
+        let (mut lifted, mut layers_seen) = (0, 0);
+        for trial in 0..12 {
+            let (n, layers) = (5 + trial % 6, 8);
+            let caps = random_graph(&mut uniform, layers, n, 3);
+            let target = trial % n;
+            for sink in 0..n {
+                // Each layer searched alone, and where the lift from the layer below settles
+                // it, the bound it settles on is the searched value.
+                let mut work = Workspace::default();
+                let mut below = Vec::new();
+                for l in 3..=layers {
+                    let mut top = Vec::new();
+                    let exact = solve(
+                        &caps[..l],
+                        target,
+                        sink,
+                        f64::INFINITY,
+                        Some(&mut top),
+                        &mut work,
+                    );
+                    let bound = upper_bounds(&caps[..l], target)[sink];
+                    if l > 3 && below.iter().sum::<f64>() >= bound - SETTLED * bound {
+                        if let Some(sent) =
+                            Lifter::default().lift(&caps[l - 1], &caps[l - 2], target, &below)
+                        {
+                            lifted += 1;
+                            assert!((bound - exact).abs() <= 1e-13 * exact, "{trial} {sink} {l}");
+                            assert!((sent.iter().sum::<f64>() - exact).abs() <= 1e-13 * exact);
+                        }
+                    }
+                    layers_seen += 1;
+                    below = top;
+                }
+            }
+            let climbed = flow(&caps, target);
+            for (l, row) in climbed.iter().enumerate() {
+                let searched: Vec<f64> = (0..n).map(|j| max_flow(&caps[..=l], target, j)).collect();
+                for (got, want) in row.iter().zip(normalise(&searched)) {
+                    assert!(
+                        (got - want).abs() <= 1e-13,
+                        "{trial} layer {}: {got} vs {want}",
+                        l + 1
+                    );
+                }
+            }
+        }
+        assert!(
+            lifted * 4 > layers_seen,
+            "only {lifted} of {layers_seen} layers lifted"
+        );
+    }
+
+    #[test]
+    fn agrees_with_edmonds_karp_on_random_layered_graphs() {
+        let mut uniform = uniform_values(0x2545_f491_4f6c_dd1d);
         for trial in 0..40 {
             let n = 2 + trial % 5;
             let layers = 1 + trial % 4;
-            let caps: Vec<Matrix> = (0..layers)
-                .map(|_| {
-                    let mut m = matrix(n, &(0..n * n).map(|_| uniform()).collect::<Vec<_>>());
-                    for row in m.data.chunks_mut(n) {
-                        let sum: f64 = row.iter().sum();
-                        row.iter_mut().for_each(|v| *v /= sum);
-                    }
-                    m.with_residual(0.5)
-                })
-                .collect();
+            let caps = random_graph(&mut uniform, layers, n, 1);
             let size = (layers + 1) * n;
             let mut dense = vec![vec![0.0; size]; size];
             for (k, m) in caps.iter().enumerate() {

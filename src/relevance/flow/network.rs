@@ -15,12 +15,14 @@ pub const EPS: f64 = 1e-14;
 /// holds the capacity of each edge `(k + 1, i) → (k, j)` and `L = capacities.len() ≥ 1`.
 /// `known_bound` is an upper bound on the answer the caller has proved (`f64::INFINITY`
 /// if none): the search stops as soon as the flow reaches it, without a last phase to
-/// prove that no more can pass.
+/// prove that no more can pass. With `top`, the flow found on each arc out of the source is
+/// written there (`n` values), for [`super::lift`]; only for three layers or more.
 pub fn solve(
     capacities: &[Matrix],
     source: usize,
     sink: usize,
     known_bound: f64,
+    top: Option<&mut Vec<f64>>,
     work: &mut Workspace,
 ) -> f64 {
     let layers = capacities.len();
@@ -59,6 +61,10 @@ pub fn solve(
     while bound - total > EPS {
         let Some(depth) = dinic.levels() else { break };
         total += dinic.blocking_flow(depth, bound - total, false);
+    }
+    if let Some(top) = top {
+        top.clear();
+        top.extend_from_slice(&dinic.work.flow[layers - 1][source * n..(source + 1) * n]);
     }
     dinic.work.reset();
     total
