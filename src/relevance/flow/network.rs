@@ -46,6 +46,9 @@ pub fn solve(
         false => out_of_source.min((0..n).map(|i| capacities[0].get(i, sink)).sum()),
     };
     work.prepare(layers, n);
+    work.sink_column.clear();
+    work.sink_column
+        .extend((0..n).map(|i| capacities[0].get(i, sink)));
     let mut dinic = Dinic {
         capacities,
         work,
@@ -131,10 +134,7 @@ impl Dinic<'_, '_> {
                     }
                     j = w.chained_from(k - 1, j + 1);
                 }
-            } else if k == 1
-                && w.level[sink] == UNSEEN
-                && self.capacities[0].get(i, sink) - w.flow[0][i * n + sink] > EPS
-            {
+            } else if k == 1 && w.level[sink] == UNSEEN && w.sink_column[i] - w.flow[0][i] > EPS {
                 w.level[sink] = here + 1;
                 depth = here + 1;
             }
@@ -240,7 +240,6 @@ impl Dinic<'_, '_> {
         let sink = self.sink as usize;
         let w = &mut *self.work;
         let caps = &self.capacities[1].data[i * n..(i + 1) * n];
-        let bottom = &self.capacities[0].data;
         let mut arc = w.cursor[u] as usize;
         let mut sent = 0.0;
         loop {
@@ -249,7 +248,7 @@ impl Dinic<'_, '_> {
                 break;
             }
             let upper = caps[arc] - w.flow[1][i * n + arc];
-            let lower = bottom[arc * n + sink] - w.flow[0][arc * n + sink];
+            let lower = w.sink_column[arc] - w.flow[0][arc];
             if lower <= EPS {
                 w.bury(1, arc);
             } else if upper > EPS {
@@ -257,7 +256,7 @@ impl Dinic<'_, '_> {
                 let above = w.carry(1, i, arc, amount);
                 let into_sink = w.carry(0, arc, sink, amount);
                 sent += amount;
-                if bottom[arc * n + sink] - into_sink <= EPS {
+                if w.sink_column[arc] - into_sink <= EPS {
                     w.bury(1, arc);
                 } else if caps[arc] - above > EPS {
                     // Only the limit stopped this arc: keep it for the next visit.
@@ -293,7 +292,7 @@ impl Dinic<'_, '_> {
         if arc < n {
             if k == 1 {
                 // Layer 1 reaches layer 0 only through the sink.
-                let residual = self.capacities[0].data[i * n + sink] - w.flow[0][i * n + sink];
+                let residual = w.sink_column[i] - w.flow[0][i];
                 if arc <= sink && w.level[sink] == next && residual > EPS {
                     w.cursor[u] = sink as u32;
                     return Some((sink, 0, residual));

@@ -1,7 +1,9 @@
 //! Scratch memory for the max-flow searches of [`super::network`], reused across problems.
 //!
 //! The flow is kept row-major beside the capacities (`flow[k][i * n + j]` on
-//! `(k + 1, i) → (k, j)`), so a scan down reads memory in order, and every node lists the
+//! `(k + 1, i) → (k, j)`), so a scan down reads memory in order; the only arcs into layer 0
+//! that count end in the sink, so `flow[0][i]` is the one on `(1, i) → sink`, and those arcs'
+//! capacities are copied together into `sink_column`. Every node lists the
 //! positions above it whose arc into it has carried flow: its only arcs back up, and the
 //! entries to reset afterwards, so one workspace serves any number of problems.
 //!
@@ -19,6 +21,8 @@ pub const UNSEEN: u32 = u32::MAX;
 pub struct Workspace {
     pub(super) n: usize,
     pub(super) flow: Vec<Vec<f64>>,
+    /// The capacities of the arcs `(1, i) → sink`, `[n]`.
+    pub(super) sink_column: Vec<f64>,
     /// Per node `(k, i)`: every `j` whose arc `(k + 1, j) → (k, i)` has carried flow in
     /// this problem (a `j` may repeat).
     pub(super) senders: Vec<Vec<u32>>,
@@ -72,7 +76,7 @@ impl Workspace {
             let (k, i) = (v as usize / n, v as usize % n);
             let mut senders = std::mem::take(&mut self.senders[v as usize]);
             for &j in &senders {
-                self.flow[k][j as usize * n + i] = 0.0;
+                self.flow[k][Self::slot(n, k, j as usize, i)] = 0.0;
             }
             senders.clear();
             self.senders[v as usize] = senders;
@@ -83,7 +87,7 @@ impl Workspace {
     /// Changes the flow on arc `(k + 1, from) → (k, to)` by `change`; returns the new flow.
     pub(super) fn carry(&mut self, k: usize, from: usize, to: usize, change: f64) -> f64 {
         let n = self.n;
-        let flow = &mut self.flow[k][from * n + to];
+        let flow = &mut self.flow[k][Self::slot(n, k, from, to)];
         if *flow == 0.0 {
             let senders = &mut self.senders[k * n + to];
             if senders.is_empty() {
@@ -93,6 +97,14 @@ impl Workspace {
         }
         *flow += change;
         *flow
+    }
+
+    /// Where the flow on arc `(k + 1, from) → (k, to)` is kept (into layer 0, `to` is the sink).
+    fn slot(n: usize, k: usize, from: usize, to: usize) -> usize {
+        match k {
+            0 => from,
+            _ => from * n + to,
+        }
     }
 
     /// The first node `≥ i` of layer `k` still in the chain (`n` when none is left).
