@@ -15,7 +15,8 @@
 //! the positions still wanting more in order), in one pass over the rows: no augmenting
 //! paths, so the lift is only a certificate; where it falls short, the layer is searched.
 //! On real attention, flows deep in the network fill what leaves the source or what enters
-//! the sink, and from the fifth or seventh layer on nearly every flow is settled this way.
+//! the sink: on MiniLM's at n = 512, from a middle position, the lift settles about half the
+//! flows of layer 5, nine in ten of layer 6 and nearly all from layer 7 on.
 
 use crate::attention::Matrix;
 
@@ -30,30 +31,28 @@ pub struct Lifter {
 
 impl Lifter {
     /// Lifts a flow from `(l - 1, t)` whose arcs out of the source carry `top` to a flow from
-    /// `(l, t)` of the same value, if the greedy finds one; returns the new flow's arcs out of
-    /// `(l, t)`. `above` holds `C_l` (arcs `(l, i) → (l - 1, j)`), `below` holds `C_{l-1}`.
+    /// `(l, t)`: returns its value (that of the old flow when the greedy delivers enough, less
+    /// otherwise) and its arcs out of `(l, t)`. `above` holds `C_l` (arcs `(l, i) → (l - 1, j)`),
+    /// `below` holds `C_{l-1}`.
     pub fn lift(
         &mut self,
         above: &Matrix,
         below: &Matrix,
         target: usize,
         top: &[f64],
-    ) -> Option<Vec<f64>> {
+    ) -> (f64, Vec<f64>) {
         let n = top.len();
         let weights = above.row(target);
         let value: f64 = top.iter().sum();
         // What the other positions must deliver for the target's own arc to carry the rest.
         let needed = value - weights[target];
         let mut sent = vec![0.0; n];
-        if needed > 0.0 {
-            let delivered = self.deliver(weights, below, target, top, needed, &mut sent);
-            if delivered < needed {
-                return None;
-            }
-        }
-        let others: f64 = sent.iter().sum();
-        sent[target] = value - others;
-        Some(sent)
+        let others = match needed > 0.0 {
+            true => self.deliver(weights, below, target, top, needed, &mut sent),
+            false => 0.0,
+        };
+        sent[target] = (value - others).min(weights[target]);
+        (others + sent[target], sent)
     }
 
     /// Sends from each position `i ≠ target` at most `weights[i]` down its arcs `below[i]` into
@@ -139,20 +138,19 @@ mod tests {
         // from above, so position 1 must deliver 0.2: it sends its 0.3 straight down.
         let above = matrix(2, &[0.7, 0.3, 0.5, 0.5]);
         let below = matrix(2, &[0.6, 0.4, 0.25, 0.75]);
-        let sent = Lifter::default()
-            .lift(&above, &below, 0, &[0.6, 0.3])
-            .unwrap();
+        let (value, sent) = Lifter::default().lift(&above, &below, 0, &[0.6, 0.3]);
+        assert!((value - 0.9).abs() < 1e-15);
         assert!((sent[0] - 0.6).abs() < 1e-15 && sent[1] == 0.3);
     }
 
     #[test]
-    fn fails_when_the_others_cannot_deliver_enough() {
+    fn falls_short_when_the_others_cannot_deliver_enough() {
         // Target 0 may take only 0.5 of the 0.9; position 1 may take 0.5, but (l-2, 1) wants
-        // only 0.1 and its arc into (l-2, 0) carries 0.02: 0.12 < 0.4.
+        // only 0.1 and its arc into (l-2, 0) carries 0.02: 0.12 delivered, 0.62 in all.
         let above = matrix(2, &[0.5, 0.5, 0.5, 0.5]);
         let below = matrix(2, &[0.9, 0.1, 0.02, 0.98]);
-        assert!(Lifter::default()
-            .lift(&above, &below, 0, &[0.8, 0.1])
-            .is_none());
+        let (value, sent) = Lifter::default().lift(&above, &below, 0, &[0.8, 0.1]);
+        assert!((value - 0.62).abs() < 1e-15);
+        assert!((sent[0] - 0.5).abs() < 1e-15 && (sent[1] - 0.12).abs() < 1e-15);
     }
 }
