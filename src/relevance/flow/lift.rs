@@ -18,6 +18,7 @@
 //! the sink: on MiniLM's at n = 512, from a middle position, the lift settles about half the
 //! flows of layer 5, nine in ten of layer 6 and nearly all from layer 7 on.
 
+use super::workspace::first_in_chain;
 use crate::attention::Matrix;
 
 /// Scratch memory for lifts, reused by one thread.
@@ -110,14 +111,8 @@ impl Lifter {
     }
 
     /// The first position `≥ m` still wanting more (`n` when none is).
-    fn next(&mut self, mut m: usize) -> usize {
-        let links = &mut self.links;
-        while links[m] as usize != m {
-            let skip = links[links[m] as usize];
-            links[m] = skip;
-            m = skip as usize;
-        }
-        m
+    fn next(&mut self, m: usize) -> usize {
+        first_in_chain(&mut self.links, m)
     }
 }
 
@@ -125,9 +120,9 @@ impl Lifter {
 mod tests {
     use super::*;
 
-    fn matrix(n: usize, data: &[f64]) -> Matrix {
+    fn matrix(data: &[f64]) -> Matrix {
         Matrix {
-            n,
+            n: 2,
             data: data.to_vec(),
         }
     }
@@ -136,8 +131,8 @@ mod tests {
     fn the_others_deliver_first_and_the_target_carries_the_rest() {
         // Old flow: 0.6 into (l-2, 0), 0.3 into (l-2, 1), value 0.9; target 0 may take 0.7
         // from above, so position 1 must deliver 0.2: it sends its 0.3 straight down.
-        let above = matrix(2, &[0.7, 0.3, 0.5, 0.5]);
-        let below = matrix(2, &[0.6, 0.4, 0.25, 0.75]);
+        let above = matrix(&[0.7, 0.3, 0.5, 0.5]);
+        let below = matrix(&[0.6, 0.4, 0.25, 0.75]);
         let (value, sent) = Lifter::default().lift(&above, &below, 0, &[0.6, 0.3]);
         assert!((value - 0.9).abs() < 1e-15);
         assert!((sent[0] - 0.6).abs() < 1e-15 && sent[1] == 0.3);
@@ -147,8 +142,8 @@ mod tests {
     fn falls_short_when_the_others_cannot_deliver_enough() {
         // Target 0 may take only 0.5 of the 0.9; position 1 may take 0.5, but (l-2, 1) wants
         // only 0.1 and its arc into (l-2, 0) carries 0.02: 0.12 delivered, 0.62 in all.
-        let above = matrix(2, &[0.5, 0.5, 0.5, 0.5]);
-        let below = matrix(2, &[0.9, 0.1, 0.02, 0.98]);
+        let above = matrix(&[0.5, 0.5, 0.5, 0.5]);
+        let below = matrix(&[0.9, 0.1, 0.02, 0.98]);
         let (value, sent) = Lifter::default().lift(&above, &below, 0, &[0.8, 0.1]);
         assert!((value - 0.62).abs() < 1e-15);
         assert!((sent[0] - 0.5).abs() < 1e-15 && (sent[1] - 0.12).abs() < 1e-15);

@@ -30,6 +30,7 @@ use workspace::Workspace;
 thread_local! {
     /// One workspace per thread, reused by every problem that thread solves.
     static WORKSPACE: RefCell<Workspace> = RefCell::new(Workspace::default());
+    /// And one lifter per thread, for the flows from one position.
     static LIFTER: RefCell<Lifter> = RefCell::new(Lifter::default());
 }
 

@@ -108,15 +108,9 @@ impl Workspace {
     }
 
     /// The first node `≥ i` of layer `k` still in the chain (`n` when none is left).
-    pub(super) fn chained_from(&mut self, k: usize, mut i: usize) -> usize {
+    pub(super) fn chained_from(&mut self, k: usize, i: usize) -> usize {
         let base = k * (self.n + 1);
-        let links = &mut self.links;
-        while links[base + i] as usize != i {
-            let skip = links[base + links[base + i] as usize];
-            links[base + i] = skip;
-            i = skip as usize;
-        }
-        i
+        first_in_chain(&mut self.links[base..base + self.n + 1], i)
     }
 
     /// Takes node `(k, i)` out of its layer's chain.
@@ -162,14 +156,8 @@ impl Workspace {
     }
 
     /// The first position `≥ p` of bucket `b` still in its chain (its length when none is).
-    pub(super) fn bucket_from(&mut self, b: usize, mut p: usize) -> usize {
-        let links = &mut self.bucket_links[b];
-        while links[p] as usize != p {
-            let skip = links[links[p] as usize];
-            links[p] = skip;
-            p = skip as usize;
-        }
-        p
+    pub(super) fn bucket_from(&mut self, b: usize, p: usize) -> usize {
+        first_in_chain(&mut self.bucket_links[b], p)
     }
 
     /// Node `(k, i)` is a dead end for the rest of the phase.
@@ -183,6 +171,18 @@ impl Workspace {
             }
         }
     }
+}
+
+/// The first position `≥ i` still in a chain of path-halving links (a position links to
+/// itself while in the chain, and to a later one once out; the last link ends it), halving
+/// the path walked as it goes.
+pub(super) fn first_in_chain(links: &mut [u32], mut i: usize) -> usize {
+    while links[i] as usize != i {
+        let skip = links[links[i] as usize];
+        links[i] = skip;
+        i = skip as usize;
+    }
+    i
 }
 
 /// One node on the depth-first path: what it may pass on (`limit`) and has passed on.
