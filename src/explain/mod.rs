@@ -160,6 +160,18 @@ impl Explainer {
         let prediction = probs
             .as_ref()
             .map(|p| self.describe(p, &candidates, options.top_k));
+        // Never blanked by ERASER: special tokens, mask tokens, the explained position.
+        let mask = self.tokenizer.mask_id();
+        let fixed: Vec<bool> = (0..encoding.ids.len())
+            .map(|j| encoding.special[j] || j == target || Some(encoding.ids[j]) == mask)
+            .collect();
+        let (ids, type_ids) = (encoding.ids.clone(), encoding.type_ids.clone());
+        let source = Source {
+            model: &self.name,
+            device: &self.device,
+            tokens: encoding.tokens,
+        };
+        let mut report = assemble(source, &stack, target, prediction, options)?;
         let methods = match &options.mixing {
             Some(mixings) => {
                 let score = match &probs {
@@ -173,7 +185,12 @@ impl Explainer {
                     target,
                     score,
                 };
-                Some(methods::compute(&run, mixings, options.relevance)?)
+                Some(methods::compute(
+                    &run,
+                    mixings,
+                    options.relevance,
+                    &report.relevance,
+                )?)
             }
             None => None,
         };
@@ -191,18 +208,6 @@ impl Explainer {
                 Some((importance(&self.model, ids, types, target, &query)?, query))
             }
         };
-        // Never blanked by ERASER: special tokens, mask tokens, the explained position.
-        let mask = self.tokenizer.mask_id();
-        let fixed: Vec<bool> = (0..encoding.ids.len())
-            .map(|j| encoding.special[j] || j == target || Some(encoding.ids[j]) == mask)
-            .collect();
-        let (ids, type_ids) = (encoding.ids.clone(), encoding.type_ids.clone());
-        let source = Source {
-            model: &self.name,
-            device: &self.device,
-            tokens: encoding.tokens,
-        };
-        let mut report = assemble(source, &stack, target, prediction, options)?;
         report.family = Some(self.family().to_string());
         report.task = Some(task.name().to_string());
         report.special = Some(encoding.special);

@@ -27,11 +27,11 @@ use serde::{Deserialize, Serialize};
 pub use aggregate::{aggregate, Propagated};
 pub use grad_attention::decoder_matrices as decoder_grad_attention;
 
-use crate::attention::{compute_dtype, AttentionStack};
+use crate::attention::compute_dtype;
 use crate::error::{Error, Result};
 use crate::model::causal::{CausalLm, StepOutput};
 use crate::model::{Keep, LayerInternals, LayerTrace, Model, ModelOutput};
-use crate::relevance::RelevanceOptions;
+use crate::relevance::{Relevance, RelevanceOptions};
 
 /// One mixing matrix of SPEC §8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -140,36 +140,52 @@ pub struct Run<'a> {
     pub score: Option<u32>,
 }
 
-/// Every mixing in `mixings`, aggregated for the run's target.
-pub fn compute(run: &Run, mixings: &[Mixing], options: RelevanceOptions) -> Result<Methods> {
+/// Every mixing in `mixings`, aggregated for the run's target. Attention's maps are the
+/// report's own (`relevance`, computed with the same options); the other methods read one
+/// more forward pass, which keeps the layers' internals.
+pub fn compute(
+    run: &Run,
+    mixings: &[Mixing],
+    options: RelevanceOptions,
+    relevance: &Relevance,
+) -> Result<Methods> {
+    let pass = match mixings.iter().any(|m| m.needs_model()) {
+        true => {
+            let keep = Keep {
+                internals: true,
+                probes: false,
+            };
+            Some(
+                run.model
+                    .forward(run.ids, Some(run.types), run.target, keep)?,
+            )
+        }
+        false => None,
+    };
     let mut methods = Methods::new();
-    let internals = mixings.iter().any(|m| m.needs_model());
-    let output = run.model.forward(
-        run.ids,
-        Some(run.types),
-        run.target,
-        Keep {
-            internals,
-            probes: false,
-        },
-    )?;
     for &mixing in mixings {
-        let matrices = matrices(run, &output, mixing, options)?;
-        check_finite(&matrices, mixing)?;
-        let maps = aggregate(&matrices, mixing, run.target, options.residual)?;
+        let maps = match (mixing, &pass) {
+            (Mixing::Attention, _) => MethodMaps {
+                layer: relevance.raw.clone(),
+                rollout: relevance.rollout.clone(),
+                flow: relevance.flow.clone(),
+            },
+            (_, Some(output)) => {
+                let matrices = matrices(run, output, mixing)?;
+                check_finite(&matrices, mixing)?;
+                aggregate(&matrices, mixing, run.target, options.residual)?
+            }
+            (_, None) => unreachable!("the pass runs for every method but attention"),
+        };
         methods.insert(mixing.name().to_string(), maps);
     }
     Ok(methods)
 }
 
-/// `[L, n, n]` (f64 on the model's device): `M_l` of every layer, before any row
-/// normalisation.
-pub fn matrices(
-    run: &Run,
-    output: &ModelOutput,
-    mixing: Mixing,
-    options: RelevanceOptions,
-) -> Result<Tensor> {
+/// `[L, n, n]` (f64 on the model's device): `M_l` of every layer but attention's (the
+/// report's own), before any row normalisation, from `output`, a forward pass that kept the
+/// layers' internals.
+pub fn matrices(run: &Run, output: &ModelOutput, mixing: Mixing) -> Result<Tensor> {
     let per_layer = |f: &dyn Fn(usize) -> Result<Tensor>| -> Result<Tensor> {
         let layers = (0..output.layers.len())
             .map(f)
@@ -184,8 +200,8 @@ pub fn matrices(
     };
     Ok(match mixing {
         Mixing::Attention => {
-            let stack = AttentionStack::from_tensors(&output.attentions())?;
-            wide(&stack.fuse(options.fusion)?)?
+            let why = "attention's maps are the report's own, not a mixing matrix";
+            return Err(candle_core::Error::Msg(why.into()).into());
         }
         Mixing::Norm => per_layer(&|l| norm::matrix(&output.layers[l].probs, internals(l)))?,
         Mixing::Alti => per_layer(&|l| alti::matrix(&output.layers[l].probs, internals(l)))?,
