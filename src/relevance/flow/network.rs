@@ -38,17 +38,17 @@ pub fn solve(
         }
         _ => {}
     }
-    // No flow exceeds what leaves the source or what enters the sink; a known bound is
-    // already within what enters the sink (bounds.rs), so that column is read only without one.
-    let out_of_source: f64 = capacities[layers - 1].row(source).iter().sum();
-    let bound = match known_bound.is_finite() {
-        true => known_bound.min(out_of_source),
-        false => out_of_source.min((0..n).map(|i| capacities[0].get(i, sink)).sum()),
-    };
     work.prepare(layers, n);
     work.sink_column.clear();
     work.sink_column
         .extend((0..n).map(|i| capacities[0].get(i, sink)));
+    // No flow exceeds what leaves the source or what enters the sink; a known bound is
+    // already within what enters the sink (bounds.rs).
+    let out_of_source: f64 = capacities[layers - 1].row(source).iter().sum();
+    let bound = match known_bound.is_finite() {
+        true => known_bound.min(out_of_source),
+        false => out_of_source.min(work.sink_column.iter().sum()),
+    };
     let mut dinic = Dinic {
         capacities,
         work,
