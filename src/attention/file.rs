@@ -5,7 +5,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 use super::npy::read_npy;
-use super::AttentionStack;
+use super::{read_on_host, AttentionStack, HostReader};
 use crate::error::{Error, Result};
 use crate::input::open_regular;
 
@@ -93,30 +93,34 @@ pub fn checked_attention(
 
 /// Finite, non-negative, rows summing to 1: anything else is not softmax attention.
 fn check_probabilities(stack: &AttentionStack, dtype: DType) -> std::result::Result<(), String> {
-    use candle_core::CpuStorage;
-    let tensor = stack.tensor();
+    let check = Check { stack, dtype };
     // A contiguous stack on the CPU is read where it lies (it is most of the memory); any other
     // is copied to the host as f64 first.
-    let (storage, layout) = tensor.storage_and_layout();
-    if let (candle_core::Storage::Cpu(cpu), Some((start, end))) =
-        (&*storage, layout.contiguous_offsets())
-    {
-        match cpu {
-            CpuStorage::F64(values) => return check_values(&values[start..end], stack, dtype),
-            CpuStorage::F32(values) => return check_values(&values[start..end], stack, dtype),
-            CpuStorage::F16(values) => return check_values(&values[start..end], stack, dtype),
-            CpuStorage::BF16(values) => return check_values(&values[start..end], stack, dtype),
-            _ => {}
-        }
+    if let Some(checked) = read_on_host(stack.tensor(), check) {
+        return checked;
     }
-    drop(storage);
-    let values: Vec<f64> = tensor
+    let values: Vec<f64> = stack
+        .tensor()
         .to_device(&Device::Cpu)
         .and_then(|t| t.to_dtype(DType::F64))
         .and_then(|t| t.flatten_all())
         .and_then(|t| t.to_vec1())
         .map_err(|e| e.to_string())?;
     check_values(&values, stack, dtype)
+}
+
+/// [`check_values`] as a [`HostReader`].
+struct Check<'a> {
+    stack: &'a AttentionStack,
+    dtype: DType,
+}
+
+impl HostReader for Check<'_> {
+    type Output = std::result::Result<(), String>;
+
+    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Self::Output {
+        check_values(values, self.stack, self.dtype)
+    }
 }
 
 /// [`check_probabilities`] on the stack's values, row-major `[L][H][n][n]`.
@@ -130,9 +134,8 @@ fn check_values<T: Copy + Into<f64>>(
     // The common case in one pass; a stack that fails it is read again below to say where
     // and why (the sums are the same, so both passes agree).
     let fine = values.chunks_exact(n).all(|row| {
-        let lowest = row.iter().fold(0.0f64, |low, &v| low.min(v.into()));
         // NaN or an infinity makes the sum NaN or infinite.
-        let sum = row_sum(row);
+        let (sum, lowest) = row_sum(row);
         sum.is_finite() && lowest >= 0.0 && (sum - 1.0).abs() <= tolerance
     });
     if fine {
@@ -162,7 +165,7 @@ fn check_values<T: Copy + Into<f64>>(
             value(index)
         ));
     }
-    let sums = values.chunks_exact(n).map(row_sum);
+    let sums = values.chunks_exact(n).map(|row| row_sum(row).0);
     if let Some((row, sum)) = sums
         .enumerate()
         .find(|(_, sum)| (sum - 1.0).abs() > tolerance)
@@ -180,18 +183,30 @@ fn check_values<T: Copy + Into<f64>>(
     Ok(())
 }
 
-/// A row's sum in f64, over four interleaved partial sums (a single running sum waits on
-/// each addition in turn).
-fn row_sum<T: Copy + Into<f64>>(row: &[T]) -> f64 {
-    let mut parts = [0.0f64; 4];
-    let mut quads = row.chunks_exact(4);
-    for quad in &mut quads {
-        for (part, &v) in parts.iter_mut().zip(quad) {
-            *part += v.into();
+/// A row's sum in f64 and its lowest value (at most 0), over eight interleaved lanes: a
+/// single running sum waits on each addition in turn, and lanes compile to vector
+/// instructions. The lowest value misses a NaN, which the sum does not.
+fn row_sum<T: Copy + Into<f64>>(row: &[T]) -> (f64, f64) {
+    const LANES: usize = 8;
+    let (mut sums, mut lows) = ([0.0f64; LANES], [0.0f64; LANES]);
+    let mut chunks = row.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for lane in 0..LANES {
+            let v: f64 = chunk[lane].into();
+            sums[lane] += v;
+            lows[lane] = if v < lows[lane] { v } else { lows[lane] };
         }
     }
-    let rest: f64 = quads.remainder().iter().map(|&v| v.into()).sum();
-    (parts[0] + parts[1]) + (parts[2] + parts[3]) + rest
+    for &v in chunks.remainder() {
+        let v: f64 = v.into();
+        sums[0] += v;
+        lows[0] = if v < lows[0] { v } else { lows[0] };
+    }
+    let sum = sums.iter().sum();
+    let low = lows
+        .iter()
+        .fold(0.0, |low: f64, &v| if v < low { v } else { low });
+    (sum, low)
 }
 
 #[cfg(test)]

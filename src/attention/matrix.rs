@@ -15,6 +15,9 @@ impl Matrix {
     /// One matrix per layer from a `[L, n, n]` tensor on any device.
     pub fn from_layers(tensor: &Tensor) -> Result<Vec<Matrix>> {
         let (layers, n, _) = tensor.dims3()?;
+        if let Some(matrices) = super::read_on_host(tensor, Split(n)) {
+            return Ok(matrices);
+        }
         let flat: Vec<f64> = tensor
             .to_device(&Device::Cpu)?
             .to_dtype(DType::F64)?
@@ -44,5 +47,23 @@ impl Matrix {
             Ok(Matrix::from_layers(&super::with_residual(&t, alpha)?)?.remove(0))
         };
         augment().expect("elementwise CPU ops on a square matrix cannot fail")
+    }
+}
+
+/// A `[layers, n, n]` tensor's values as matrices, read where they lie.
+struct Split(usize);
+
+impl super::HostReader for Split {
+    type Output = Vec<Matrix>;
+
+    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Vec<Matrix> {
+        let n = self.0;
+        values
+            .chunks_exact(n * n)
+            .map(|layer| Matrix {
+                n,
+                data: layer.iter().map(|&v| v.into()).collect(),
+            })
+            .collect()
     }
 }

@@ -113,6 +113,38 @@ impl AttentionStack {
 
     /// `Ā_l` for every layer: `[layers, n, n]`, in [`compute_dtype`].
     pub fn fuse(&self, fusion: HeadFusion) -> Result<Tensor> {
+        let (layers, n) = (self.layers(), self.len());
+        let reader = FuseHeads {
+            fusion,
+            heads: self.heads(),
+            size: n * n,
+        };
+        let fused = match read_on_host(&self.tensor, reader) {
+            // On the host, one pass over the stack, widening each value as it is read.
+            Some(values) => Tensor::from_vec(values, (layers, n, n), &Device::Cpu)?,
+            None => self.fuse_on_device(fusion)?,
+        };
+        Ok(match fusion {
+            HeadFusion::Mean => fused,
+            HeadFusion::Max => normalise_rows(&fused)?,
+            HeadFusion::Min => {
+                let sums: Vec<Vec<f64>> = fused.sum(D::Minus1)?.to_dtype(DType::F64)?.to_vec2()?;
+                for (layer, rows) in sums.iter().enumerate() {
+                    if let Some(row) = rows.iter().position(|s| *s <= 0.0) {
+                        return Err(Error::EmptyFusedRow {
+                            layer: layer + 1,
+                            row,
+                        });
+                    }
+                }
+                normalise_rows(&fused)?
+            }
+        })
+    }
+
+    /// [`Self::fuse`]'s mean, max or min with tensor operations, before the rows are
+    /// renormalised.
+    fn fuse_on_device(&self, fusion: HeadFusion) -> Result<Tensor> {
         let dtype = compute_dtype(self.tensor.device());
         // Head by head, each an elementwise operation on contiguous memory (a reduction over
         // the heads' dimension strides across the whole layer and is several times slower).
@@ -134,23 +166,74 @@ impl AttentionStack {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let fused = Tensor::stack(&layers, 0)?;
-        Ok(match fusion {
-            HeadFusion::Mean => fused,
-            HeadFusion::Max => normalise_rows(&fused)?,
-            HeadFusion::Min => {
-                let sums: Vec<Vec<f64>> = fused.sum(D::Minus1)?.to_dtype(DType::F64)?.to_vec2()?;
-                for (layer, rows) in sums.iter().enumerate() {
-                    if let Some(row) = rows.iter().position(|s| *s <= 0.0) {
-                        return Err(Error::EmptyFusedRow {
-                            layer: layer + 1,
-                            row,
-                        });
-                    }
+        Ok(Tensor::stack(&layers, 0)?)
+    }
+}
+
+/// Something computed from a tensor's values read where they lie, each widened to f64 as it
+/// is read: the stack is most of a run's memory, and a copy of it costs more than the
+/// arithmetic.
+pub(crate) trait HostReader {
+    type Output;
+    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Self::Output;
+}
+
+/// `reader` on the values of a contiguous tensor in host memory, row-major; `None` for a
+/// tensor elsewhere (or of an integer type), which the caller computes with tensor
+/// operations instead.
+pub(crate) fn read_on_host<R: HostReader>(tensor: &Tensor, reader: R) -> Option<R::Output> {
+    use candle_core::{CpuStorage, Storage};
+    let (storage, layout) = tensor.storage_and_layout();
+    let (Storage::Cpu(cpu), Some((start, end))) = (&*storage, layout.contiguous_offsets()) else {
+        return None;
+    };
+    match cpu {
+        CpuStorage::F64(values) => Some(reader.read(&values[start..end])),
+        CpuStorage::F32(values) => Some(reader.read(&values[start..end])),
+        CpuStorage::F16(values) => Some(reader.read(&values[start..end])),
+        CpuStorage::BF16(values) => Some(reader.read(&values[start..end])),
+        _ => None,
+    }
+}
+
+/// The heads of each layer of a `[layers, heads, n, n]` stack fused elementwise, in f64 and
+/// in the order of [`AttentionStack::fuse_on_device`]'s operations (the mean as
+/// `(((h₀ + h₁) + h₂) + …)·(1/H)`, as candle divides by a scalar), so both give the same bits.
+struct FuseHeads {
+    fusion: HeadFusion,
+    heads: usize,
+    /// `n²`.
+    size: usize,
+}
+
+impl HostReader for FuseHeads {
+    type Output = Vec<f64>;
+
+    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Vec<f64> {
+        let mut fused = Vec::with_capacity(values.len() / self.heads);
+        for layer in values.chunks_exact(self.heads * self.size) {
+            let start = fused.len();
+            fused.extend(layer[..self.size].iter().map(|&v| v.into()));
+            let into = &mut fused[start..];
+            let heads = layer[self.size..].chunks_exact(self.size);
+            match self.fusion {
+                HeadFusion::Mean => {
+                    heads.for_each(|head| combine(into, head, |a, b| a + b));
+                    let scale = 1.0 / self.heads as f64;
+                    into.iter_mut().for_each(|a| *a *= scale);
                 }
-                normalise_rows(&fused)?
+                HeadFusion::Max => heads.for_each(|head| combine(into, head, f64::max)),
+                HeadFusion::Min => heads.for_each(|head| combine(into, head, f64::min)),
             }
-        })
+        }
+        fused
+    }
+}
+
+/// `into[i] = op(into[i], head[i])` for every `i`.
+fn combine<T: Copy + Into<f64>>(into: &mut [f64], head: &[T], op: impl Fn(f64, f64) -> f64) {
+    for (a, &b) in into.iter_mut().zip(head) {
+        *a = op(*a, b.into());
     }
 }
 
@@ -169,9 +252,48 @@ pub(crate) fn compute_dtype(device: &Device) -> DType {
 /// softmax rows that miss 1 by rounding it makes α = 0.5 give exactly the paper's
 /// `(Ā + I) / rowsum`.
 pub fn with_residual(fused: &Tensor, alpha: f64) -> Result<Tensor> {
-    let (_, n, _) = fused.dims3()?;
+    let (layers, n, _) = fused.dims3()?;
+    if fused.dtype() == DType::F64 {
+        if let Some(values) = read_on_host(fused, Residual { alpha, n }) {
+            return Ok(Tensor::from_vec(values, (layers, n, n), &Device::Cpu)?);
+        }
+    }
+    residual_on_device(fused, alpha)
+}
+
+/// [`with_residual`] with tensor operations, on any device.
+fn residual_on_device(fused: &Tensor, alpha: f64) -> Result<Tensor> {
+    let n = fused.dim(1)?;
     let eye = (Tensor::eye(n, fused.dtype(), fused.device())? * alpha)?;
     normalise_rows(&(fused * (1.0 - alpha))?.broadcast_add(&eye)?)
+}
+
+/// [`with_residual`] on the host, with the tensor operations' arithmetic in their order
+/// (each row scaled, `α` added on the diagonal, then divided by its sum taken left to
+/// right), so both give the same bits.
+struct Residual {
+    alpha: f64,
+    n: usize,
+}
+
+impl HostReader for Residual {
+    type Output = Vec<f64>;
+
+    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Vec<f64> {
+        let n = self.n;
+        let mut augmented = Vec::with_capacity(values.len());
+        for (r, row) in values.chunks_exact(n).enumerate() {
+            let start = augmented.len();
+            augmented.extend(row.iter().map(|&v| v.into() * (1.0 - self.alpha)));
+            let row = &mut augmented[start..];
+            row[r % n] += self.alpha;
+            let sum: f64 = row.iter().fold(0.0, |sum, &v| sum + v);
+            if sum != 0.0 {
+                row.iter_mut().for_each(|v| *v /= sum);
+            }
+        }
+        augmented
+    }
 }
 
 /// Divides each row (last dimension) by its sum; rows summing to zero stay zero.
@@ -244,6 +366,37 @@ mod tests {
             err.to_string().contains("layer 2 head 1 is not finite"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn host_loops_give_the_tensor_operations_bits() {
+        // Uneven values in f32 and f64, so every rounding shows.
+        let mut seed = 12345u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let values: Vec<f64> = (0..2 * 3 * 5 * 5).map(|_| next()).collect();
+        let f64_stack = AttentionStack::from_vec(2, 3, 5, values).unwrap();
+        let f32_tensor = f64_stack.tensor().to_dtype(DType::F32).unwrap();
+        let f32_stack = AttentionStack::new(f32_tensor).unwrap();
+        for stack in [&f64_stack, &f32_stack] {
+            for fusion in [HeadFusion::Mean, HeadFusion::Max, HeadFusion::Min] {
+                let on_host = host(&stack.fuse(fusion).unwrap());
+                let by_ops = match fusion {
+                    HeadFusion::Mean => stack.fuse_on_device(fusion).unwrap(),
+                    _ => normalise_rows(&stack.fuse_on_device(fusion).unwrap()).unwrap(),
+                };
+                assert_eq!(on_host, host(&by_ops), "{fusion:?}");
+            }
+            let fused = stack.fuse(HeadFusion::Mean).unwrap();
+            for alpha in [0.0, 0.5, 0.3] {
+                let on_host = host(&with_residual(&fused, alpha).unwrap());
+                assert_eq!(on_host, host(&residual_on_device(&fused, alpha).unwrap()));
+            }
+        }
     }
 
     #[test]
