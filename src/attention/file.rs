@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
+use rayon::prelude::*;
 
 use super::npy::read_npy;
 use super::{read_on_host, AttentionStack, HostReader};
@@ -118,13 +119,13 @@ struct Check<'a> {
 impl HostReader for Check<'_> {
     type Output = std::result::Result<(), String>;
 
-    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Self::Output {
+    fn read<T: Copy + Into<f64> + Sync>(self, values: &[T]) -> Self::Output {
         check_values(values, self.stack, self.dtype)
     }
 }
 
 /// [`check_probabilities`] on the stack's values, row-major `[L][H][n][n]`.
-fn check_values<T: Copy + Into<f64>>(
+fn check_values<T: Copy + Into<f64> + Sync>(
     values: &[T],
     stack: &AttentionStack,
     dtype: DType,
@@ -133,10 +134,12 @@ fn check_values<T: Copy + Into<f64>>(
     let tolerance = row_sum_tolerance(dtype);
     // The common case in one pass; a stack that fails it is read again below to say where
     // and why (the sums are the same, so both passes agree).
-    let fine = values.chunks_exact(n).all(|row| {
-        // NaN or an infinity makes the sum NaN or infinite.
-        let (sum, lowest) = row_sum(row);
-        sum.is_finite() && lowest >= 0.0 && (sum - 1.0).abs() <= tolerance
+    let fine = values.par_chunks(n * n).all(|matrix| {
+        matrix.chunks_exact(n).all(|row| {
+            // NaN or an infinity makes the sum NaN or infinite.
+            let (sum, lowest) = row_sum(row);
+            sum.is_finite() && lowest >= 0.0 && (sum - 1.0).abs() <= tolerance
+        })
     });
     if fine {
         return Ok(());

@@ -56,7 +56,7 @@ struct Split(usize);
 impl super::HostReader for Split {
     type Output = Vec<Matrix>;
 
-    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Vec<Matrix> {
+    fn read<T: Copy + Into<f64> + Sync>(self, values: &[T]) -> Vec<Matrix> {
         let n = self.0;
         values
             .chunks_exact(n * n)

@@ -6,6 +6,7 @@ mod matrix;
 mod npy;
 
 use candle_core::{DType, Device, Tensor, D};
+use rayon::prelude::*;
 
 pub use file::{checked_attention, read_attention_file};
 pub use matrix::Matrix;
@@ -175,7 +176,7 @@ impl AttentionStack {
 /// arithmetic.
 pub(crate) trait HostReader {
     type Output;
-    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Self::Output;
+    fn read<T: Copy + Into<f64> + Sync>(self, values: &[T]) -> Self::Output;
 }
 
 /// `reader` on the values of a contiguous tensor in host memory, row-major; `None` for a
@@ -209,23 +210,27 @@ struct FuseHeads {
 impl HostReader for FuseHeads {
     type Output = Vec<f64>;
 
-    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Vec<f64> {
-        let mut fused = Vec::with_capacity(values.len() / self.heads);
-        for layer in values.chunks_exact(self.heads * self.size) {
-            let start = fused.len();
-            fused.extend(layer[..self.size].iter().map(|&v| v.into()));
-            let into = &mut fused[start..];
-            let heads = layer[self.size..].chunks_exact(self.size);
-            match self.fusion {
-                HeadFusion::Mean => {
-                    heads.for_each(|head| combine(into, head, |a, b| a + b));
-                    let scale = 1.0 / self.heads as f64;
-                    into.iter_mut().for_each(|a| *a *= scale);
+    fn read<T: Copy + Into<f64> + Sync>(self, values: &[T]) -> Vec<f64> {
+        let mut fused = vec![0.0; values.len() / self.heads];
+        // Layers on threads of their own; each entry's arithmetic is the same either way.
+        let layers = values.par_chunks_exact(self.heads * self.size);
+        fused
+            .par_chunks_exact_mut(self.size)
+            .zip(layers)
+            .for_each(|(into, layer)| {
+                let (first, rest) = layer.split_at(self.size);
+                combine(into, first, |_, b| b);
+                let heads = rest.chunks_exact(self.size);
+                match self.fusion {
+                    HeadFusion::Mean => {
+                        heads.for_each(|head| combine(into, head, |a, b| a + b));
+                        let scale = 1.0 / self.heads as f64;
+                        into.iter_mut().for_each(|a| *a *= scale);
+                    }
+                    HeadFusion::Max => heads.for_each(|head| combine(into, head, f64::max)),
+                    HeadFusion::Min => heads.for_each(|head| combine(into, head, f64::min)),
                 }
-                HeadFusion::Max => heads.for_each(|head| combine(into, head, f64::max)),
-                HeadFusion::Min => heads.for_each(|head| combine(into, head, f64::min)),
-            }
-        }
+            });
         fused
     }
 }
@@ -279,19 +284,22 @@ struct Residual {
 impl HostReader for Residual {
     type Output = Vec<f64>;
 
-    fn read<T: Copy + Into<f64>>(self, values: &[T]) -> Vec<f64> {
+    fn read<T: Copy + Into<f64> + Sync>(self, values: &[T]) -> Vec<f64> {
         let n = self.n;
-        let mut augmented = Vec::with_capacity(values.len());
-        for (r, row) in values.chunks_exact(n).enumerate() {
-            let start = augmented.len();
-            augmented.extend(row.iter().map(|&v| v.into() * (1.0 - self.alpha)));
-            let row = &mut augmented[start..];
-            row[r % n] += self.alpha;
-            let sum: f64 = row.iter().fold(0.0, |sum, &v| sum + v);
-            if sum != 0.0 {
-                row.iter_mut().for_each(|v| *v /= sum);
-            }
-        }
+        let mut augmented = vec![0.0; values.len()];
+        let rows = values.par_chunks_exact(n);
+        augmented
+            .par_chunks_exact_mut(n)
+            .zip(rows)
+            .enumerate()
+            .for_each(|(r, (into, row))| {
+                combine(into, row, |_, v| v * (1.0 - self.alpha));
+                into[r % n] += self.alpha;
+                let sum: f64 = into.iter().fold(0.0, |sum, &v| sum + v);
+                if sum != 0.0 {
+                    into.iter_mut().for_each(|v| *v /= sum);
+                }
+            });
         augmented
     }
 }
