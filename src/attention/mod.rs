@@ -30,7 +30,8 @@ pub enum HeadFusion {
 pub struct AttentionStack {
     /// `[layers, heads, n, n]`, in the float type it came in (f32 from the models), so that
     /// the largest thing held is no larger than it has to be; f32 on Metal, which has no f64.
-    /// Every computation on it widens one layer at a time ([`compute_dtype`]).
+    /// Every computation on it widens the values as it reads them ([`compute_dtype`]): on the
+    /// host value by value ([`read_on_host`]), on a GPU a layer at a time.
     tensor: Tensor,
 }
 
