@@ -5,8 +5,9 @@
 //! Under the causal mask, row t of a layer depends only on positions ≤ t, so one forward pass
 //! over the N = m + g − 1 fed positions, without a cache, gives at row t exactly what the model
 //! computed when it generated from there: norm, ALTI and value zeroing read that pass.
-//! Attention's maps are the report's own ([`super::relevance`]). Grad-attention differentiates the logit of generated token k at its position
-//! t = m − 1 + k, so it runs one pass over positions 0..=t and one backward pass per token.
+//! Attention's maps are the report's own ([`super::relevance`]). Grad-attention
+//! differentiates the logit of generated token k at its position t = m − 1 + k, so it runs
+//! one pass over positions 0..=t and one backward pass per token.
 //! The decoders are pre-norm, so ALTI takes the attention block's parts as they are (alti.rs).
 
 use std::collections::BTreeMap;

@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use crate::attention::Matrix;
 use bounds::{upper_bounds, Settled, Spread, SETTLED};
 use lift::Lifter;
-use network::solve;
+use network::{solve, two_layer_paths};
 use workspace::Workspace;
 
 thread_local! {
@@ -68,12 +68,9 @@ fn climb(augmented: &[Matrix], target: usize, sink: usize, bounds: &[Vec<f64>]) 
         let bound = bounds[layer - 1][sink];
         let value = match layer {
             1 => augmented[0].get(target, sink),
-            // Edge-disjoint two-edge paths, one through each middle node.
             2 => {
                 top.clear();
-                top.extend(
-                    (0..n).map(|m| augmented[1].get(target, m).min(augmented[0].get(m, sink))),
-                );
+                top.extend(two_layer_paths(augmented, target, sink));
                 top.iter().sum()
             }
             _ => {

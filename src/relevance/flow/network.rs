@@ -30,12 +30,7 @@ pub fn solve(
     match layers {
         // One edge.
         1 => return capacities[0].get(source, sink),
-        // Edge-disjoint two-edge paths, one through each middle node.
-        2 => {
-            return (0..n)
-                .map(|k| capacities[1].get(source, k).min(capacities[0].get(k, sink)))
-                .sum()
-        }
+        2 => return two_layer_paths(capacities, source, sink).sum(),
         _ => {}
     }
     work.prepare(layers, n);
@@ -71,6 +66,17 @@ pub fn solve(
     }
     dinic.work.reset();
     total
+}
+
+/// With two layers, the flow on each arc `(2, source) → (1, m)` of a maximum flow into the
+/// sink: the two-edge paths share no edge, one through each middle node.
+pub fn two_layer_paths(
+    capacities: &[Matrix],
+    source: usize,
+    sink: usize,
+) -> impl Iterator<Item = f64> + '_ {
+    let (above, below) = (&capacities[1], &capacities[0]);
+    (0..above.n).map(move |m| above.get(source, m).min(below.get(m, sink)))
 }
 
 struct Dinic<'a, 'w> {
