@@ -55,7 +55,12 @@ impl Workspace {
             };
         }
         while self.flow.len() < layers {
-            self.flow.push(vec![0.0; n * n]);
+            // Zeros written, not allocated zeroed: a zeroed allocation maps the shared zero
+            // page, and the search's first write to each page then costs a copy-on-write
+            // fault that stops every thread of the process to flush its TLB.
+            let mut flow = Vec::with_capacity(n * n);
+            flow.resize(n * n, 0.0);
+            self.flow.push(flow);
         }
         let nodes = (layers + 1) * n;
         if self.senders.len() < nodes {
