@@ -3,10 +3,12 @@
 //! anything is allocated, and every float layout numpy writes is accepted (little- or
 //! big-endian, C or Fortran order, float16/32/64).
 
+use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
+use rayon::prelude::*;
 
 use crate::input::open_regular;
 
@@ -80,19 +82,20 @@ pub fn read_npy(path: &Path) -> Result<Tensor, String> {
     };
     let count = bytes / header.dtype.size_in_bytes();
     let big = header.big_endian;
+    let data = (start + header_len) as u64;
     // Straight into a vector of the file's own type: the stack is most of the memory a run
     // needs, so it is never held twice (as bytes and as values).
     let tensor = match header.dtype {
         DType::F16 => {
-            let values = read_values(&mut file, count, big, half::f16::from_bits)?;
+            let values = read_values(&file, data, count, big, half::f16::from_bits)?;
             Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
         }
         DType::F32 => {
-            let values = read_values(&mut file, count, big, f32::from_bits)?;
+            let values = read_values(&file, data, count, big, f32::from_bits)?;
             Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
         }
         _ => {
-            let values = read_values(&mut file, count, big, f64::from_bits)?;
+            let values = read_values(&file, data, count, big, f64::from_bits)?;
             Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
         }
     }
@@ -107,26 +110,58 @@ pub fn read_npy(path: &Path) -> Result<Tensor, String> {
     Ok(tensor)
 }
 
-/// Reads `count` values of `N` bytes each, in either byte order, through a small buffer.
-fn read_values<T, const N: usize, B: Bits<N>>(
-    file: &mut impl Read,
+/// Values read at a time by one thread.
+const CHUNK: usize = 1 << 16;
+
+/// Reads `count` values of `N` bytes each from byte `offset` on, in either byte order: chunks
+/// of the file are read and converted on all threads at once, each through a small buffer
+/// (copying a stack of a few hundred MB out of the page cache is most of the time to load it).
+fn read_values<T: Copy + Default + Send, const N: usize, B: Bits<N>>(
+    file: &File,
+    offset: u64,
     count: usize,
     big_endian: bool,
-    from_bits: impl Fn(B) -> T,
+    from_bits: impl Fn(B) -> T + Sync,
 ) -> Result<Vec<T>, String> {
-    let mut values = Vec::with_capacity(count);
-    let mut buffer = vec![0u8; (1 << 16) * N];
-    let mut left = count;
-    while left > 0 {
-        let chunk = &mut buffer[..left.min(1 << 16) * N];
-        file.read_exact(chunk).map_err(|e| e.to_string())?;
-        values.extend(chunk.chunks_exact(N).map(|bytes| {
-            let bytes: [u8; N] = bytes.try_into().expect("chunks of N bytes");
-            from_bits(B::from_bytes(bytes, big_endian))
-        }));
-        left -= chunk.len() / N;
-    }
+    let mut values = vec![T::default(); count];
+    values
+        .par_chunks_mut(CHUNK)
+        .enumerate()
+        .try_for_each_init(
+            || vec![0u8; CHUNK * N],
+            |buffer, (c, chunk)| {
+                let bytes = &mut buffer[..chunk.len() * N];
+                read_exact_at(file, bytes, offset + (c * CHUNK * N) as u64)?;
+                for (value, bytes) in chunk.iter_mut().zip(bytes.chunks_exact(N)) {
+                    let bytes: [u8; N] = bytes.try_into().expect("chunks of N bytes");
+                    *value = from_bits(B::from_bytes(bytes, big_endian));
+                }
+                Ok::<_, std::io::Error>(())
+            },
+        )
+        .map_err(|e| e.to_string())?;
     Ok(values)
+}
+
+/// Fills `buffer` from byte `offset` of `file` without moving (or sharing) a file cursor.
+fn read_exact_at(file: &File, buffer: &mut [u8], offset: u64) -> std::io::Result<()> {
+    #[cfg(unix)]
+    return std::os::unix::fs::FileExt::read_exact_at(file, buffer, offset);
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::FileExt;
+        let (mut buffer, mut offset) = (buffer, offset);
+        while !buffer.is_empty() {
+            match file.seek_read(buffer, offset)? {
+                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                read => {
+                    buffer = &mut buffer[read..];
+                    offset += read as u64;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The unsigned integer holding one value's bits.
@@ -330,6 +365,17 @@ mod tests {
             t.to_vec3::<f64>().unwrap(),
             [[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]
         );
+    }
+
+    #[test]
+    fn reads_values_spread_over_several_chunks_in_order() {
+        // Two and a half chunks of big-endian f4, each value its own index.
+        let count = CHUNK * 5 / 2;
+        let values: Vec<f32> = (0..count).map(|i| i as f32).collect();
+        let data: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+        let shape = format!("(1, 1, {}, 2)", count / 2);
+        let t = read(&npy(">f4", false, &shape, &data)).unwrap();
+        assert_eq!(t.flatten_all().unwrap().to_vec1::<f32>().unwrap(), values);
     }
 
     #[test]
