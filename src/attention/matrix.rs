@@ -2,6 +2,7 @@
 
 use candle_core::{DType, Device, Tensor};
 
+use super::HostReader;
 use crate::error::Result;
 
 /// A square matrix of f64, row-major.
@@ -14,21 +15,17 @@ pub struct Matrix {
 impl Matrix {
     /// One matrix per layer from a `[L, n, n]` tensor on any device.
     pub fn from_layers(tensor: &Tensor) -> Result<Vec<Matrix>> {
-        let (layers, n, _) = tensor.dims3()?;
+        let (_, n, _) = tensor.dims3()?;
         if let Some(matrices) = super::read_on_host(tensor, Split(n)) {
             return Ok(matrices);
         }
+        // Elsewhere (a GPU), copied to the host as f64 first.
         let flat: Vec<f64> = tensor
             .to_device(&Device::Cpu)?
             .to_dtype(DType::F64)?
             .flatten_all()?
             .to_vec1()?;
-        Ok((0..layers)
-            .map(|l| Matrix {
-                n,
-                data: flat[l * n * n..(l + 1) * n * n].to_vec(),
-            })
-            .collect())
+        Ok(Split(n).read(&flat))
     }
 
     pub fn row(&self, i: usize) -> &[f64] {
@@ -50,10 +47,10 @@ impl Matrix {
     }
 }
 
-/// A `[layers, n, n]` tensor's values as matrices, read where they lie.
+/// A `[layers, n, n]` tensor's values as matrices.
 struct Split(usize);
 
-impl super::HostReader for Split {
+impl HostReader for Split {
     type Output = Vec<Matrix>;
 
     fn read<T: Copy + Into<f64> + Sync>(self, values: &[T]) -> Vec<Matrix> {
