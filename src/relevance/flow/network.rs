@@ -55,10 +55,10 @@ pub fn solve(
     // The first phase needs no search: before any flow, the shortest paths are the
     // straight ones down the layers, so node (k, i) is at level `L - k`.
     dinic.straight_levels();
-    let mut total = dinic.blocking_flow(layers as u32, bound, true);
+    let mut total = dinic.first_phase(bound);
     while bound - total > EPS {
         let Some(depth) = dinic.levels() else { break };
-        total += dinic.blocking_flow(depth, bound - total, false);
+        total += dinic.blocking_flow(depth, bound - total);
     }
     if let Some(top) = top {
         top.clear();
@@ -165,13 +165,12 @@ impl Dinic<'_, '_> {
     }
 
     /// A blocking flow of the level graph (sink at level `depth`), at most `limit`;
-    /// returns its value. With `down_only`, arcs back up are not even looked at (in the
-    /// first phase none is admissible).
+    /// returns its value.
     ///
     /// Dinic's depth-first search without recursion: each frame pushes what it received
     /// into as many arcs as it takes, so a path's prefix is shared by every augmentation
     /// that branches below it, and each arc is updated once per return, not once per path.
-    fn blocking_flow(&mut self, depth: u32, limit: f64, down_only: bool) -> f64 {
+    fn blocking_flow(&mut self, depth: u32, limit: f64) -> f64 {
         let nodes = (self.top + 1) * self.n;
         self.work.cursor[..nodes].fill(0);
         let sink = self.sink as usize;
@@ -193,14 +192,8 @@ impl Dinic<'_, '_> {
                 Some(frame.limit)
             } else if frame.limit - frame.sent <= EPS {
                 Some(frame.sent)
-            } else if down_only && k == 2 {
-                frame.sent += self.drain_to_sink(u, frame.limit - frame.sent);
-                if self.work.cursor[u] as usize >= self.n {
-                    self.work.bury(2, u - 2 * self.n);
-                }
-                Some(frame.sent)
             } else {
-                match self.admissible(u, k, depth, down_only) {
+                match self.admissible(u, k, depth) {
                     Some((v, layer, residual)) => {
                         let limit = (frame.limit - frame.sent).min(residual);
                         frames.push(Frame {
@@ -236,59 +229,128 @@ impl Dinic<'_, '_> {
         total
     }
 
-    /// In the first phase, sends up to `limit` from `u = (2, i)` through layer 1 into the
-    /// sink, two arcs at a time: a layer-1 node's only way on is its arc to the sink, so
-    /// these short paths need no frames. Returns the amount sent; the cursor of `u` ends at
-    /// `n` if `u` has no way left.
-    fn drain_to_sink(&mut self, u: usize, limit: f64) -> f64 {
+    /// The first phase: a blocking flow of at most `limit` along the straight paths, found
+    /// depth first from the source; returns its value.
+    ///
+    /// Each node tries its own position's arc first, then the one into the sink's position,
+    /// then the rest in order. On attention with a residual connection those two arcs carry
+    /// at least α each and lead down paths as wide, so most of the flow goes the way a
+    /// maximum flow sends it and few of the narrow arcs fill up with flow that later phases
+    /// would have to reroute: on MiniLM's attention the first phase finds 96–99.9% of the
+    /// maximum instead of 87–99.7% in index order, and whole searches take 0.6 of the time
+    /// (layers 3–6, every source and sink). The recursion is as deep as the layers.
+    fn first_phase(&mut self, limit: f64) -> f64 {
+        let (top, n) = (self.top, self.n);
+        self.work.cursor[..(top + 1) * n].fill(0);
+        self.push_down(top, self.source as usize - top * n, limit)
+    }
+
+    /// Sends up to `limit` from `(k, i)` down straight paths; returns the amount sent. A node
+    /// left with no way down is a dead end for the rest of the phase.
+    fn push_down(&mut self, k: usize, i: usize, limit: f64) -> f64 {
+        if k == 2 {
+            return self.drain_to_sink(i, limit);
+        }
         let n = self.n;
-        let i = u - 2 * n;
+        let u = k * n + i;
         let sink = self.sink as usize;
-        let w = &mut *self.work;
-        let caps = &self.capacities[1].data[i * n..(i + 1) * n];
-        let mut arc = w.cursor[u] as usize;
         let mut sent = 0.0;
-        loop {
-            arc = w.chained_from(1, arc);
-            if arc >= n {
-                break;
-            }
-            let upper = caps[arc] - w.flow[1][i * n + arc];
-            let lower = w.sink_column[arc] - w.flow[0][arc];
-            if lower <= EPS {
-                w.bury(1, arc);
-            } else if upper > EPS {
-                let amount = (limit - sent).min(upper).min(lower);
-                let above = w.carry(1, i, arc, amount);
-                let into_sink = w.carry(0, arc, sink, amount);
-                sent += amount;
-                if w.sink_column[arc] - into_sink <= EPS {
-                    w.bury(1, arc);
-                } else if caps[arc] - above > EPS {
-                    // Only the limit stopped this arc: keep it for the next visit.
-                    break;
+        for j in std::iter::once(i).chain((sink != i).then_some(sink)) {
+            if self.work.chained_from(k - 1, j) == j {
+                sent += self.push_through(k, i, j, limit - sent);
+                if limit - sent <= EPS {
+                    return sent;
                 }
             }
-            arc += 1;
+        }
+        let mut j = self.work.chained_from(k - 1, self.work.cursor[u] as usize);
+        while j < n {
+            sent += self.push_through(k, i, j, limit - sent);
             if limit - sent <= EPS {
-                break;
+                // The arc may have room left: the next visit starts on it.
+                self.work.cursor[u] = j as u32;
+                return sent;
+            }
+            j = self.work.chained_from(k - 1, j + 1);
+        }
+        self.work.cursor[u] = n as u32;
+        if k < self.top {
+            self.work.bury(k, i);
+        }
+        sent
+    }
+
+    /// Sends up to `limit` from `(k, i)` through its arc into `(k - 1, j)` and on down.
+    fn push_through(&mut self, k: usize, i: usize, j: usize, limit: f64) -> f64 {
+        let n = self.n;
+        let residual = self.capacities[k - 1].get(i, j) - self.work.flow[k - 1][i * n + j];
+        if residual <= EPS {
+            return 0.0;
+        }
+        let sent = self.push_down(k - 1, j, limit.min(residual));
+        if sent > 0.0 {
+            self.work.carry(k - 1, i, j, sent);
+        }
+        sent
+    }
+
+    /// Sends up to `limit` from `(2, i)` through layer 1 into the sink, two arcs at a time (a
+    /// layer-1 node's only way on is its arc into the sink): the sink's own position first,
+    /// whose arc into the sink is the widest, then the others in order. Returns the amount
+    /// sent.
+    fn drain_to_sink(&mut self, i: usize, limit: f64) -> f64 {
+        let n = self.n;
+        let u = 2 * n + i;
+        let sink = self.sink as usize;
+        let mut sent = 0.0;
+        if self.work.chained_from(1, sink) == sink {
+            sent += self.send_to_sink(i, sink, limit);
+            if limit - sent <= EPS {
+                return sent;
             }
         }
-        w.cursor[u] = arc as u32;
+        let mut m = self.work.chained_from(1, self.work.cursor[u] as usize);
+        while m < n {
+            sent += self.send_to_sink(i, m, limit - sent);
+            if limit - sent <= EPS {
+                self.work.cursor[u] = m as u32;
+                return sent;
+            }
+            m = self.work.chained_from(1, m + 1);
+        }
+        self.work.cursor[u] = n as u32;
+        self.work.bury(2, i);
         sent
+    }
+
+    /// Sends up to `limit` along `(2, i) → (1, m) → sink`; returns the amount sent. `(1, m)` is
+    /// a dead end once its arc into the sink is full.
+    fn send_to_sink(&mut self, i: usize, m: usize, limit: f64) -> f64 {
+        let n = self.n;
+        let w = &mut *self.work;
+        let lower = w.sink_column[m] - w.flow[0][m];
+        let upper = self.capacities[1].get(i, m) - w.flow[1][i * n + m];
+        if lower <= EPS {
+            w.bury(1, m);
+            return 0.0;
+        }
+        if upper <= EPS {
+            return 0.0;
+        }
+        let amount = limit.min(upper).min(lower);
+        w.carry(1, i, m, amount);
+        if w.sink_column[m] - w.carry(0, m, self.sink as usize, amount) <= EPS {
+            w.bury(1, m);
+        }
+        amount
     }
 
     /// The first admissible arc of `u = (k, i)` from its cursor on, if any, as the head's
     /// node and layer and the arc's residual capacity; the cursor is left on that arc.
     /// Arcs are numbered `j < n` down to `(k - 1, j)` (only the sink's from layer 1), then
-    /// `n + p` back up to `(k + 1, senders[u][p])`. Down scans follow the layer's chain.
-    fn admissible(
-        &mut self,
-        u: usize,
-        k: usize,
-        depth: u32,
-        down_only: bool,
-    ) -> Option<(usize, usize, f64)> {
+    /// `n + p` back up to `(k + 1, senders[u][p])`. Down scans read only the bucket of the
+    /// next level, following its chain.
+    fn admissible(&mut self, u: usize, k: usize, depth: u32) -> Option<(usize, usize, f64)> {
         let n = self.n;
         let i = u - k * n;
         let sink = self.sink as usize;
@@ -303,7 +365,7 @@ impl Dinic<'_, '_> {
                     w.cursor[u] = sink as u32;
                     return Some((sink, 0, residual));
                 }
-            } else if next < depth && !down_only {
+            } else if next < depth {
                 // Only the nodes one level further down, from the cursor on.
                 let caps = self.capacities[k - 1].row(i);
                 let b = (k - 1) * w.levels + next as usize;
@@ -319,25 +381,11 @@ impl Dinic<'_, '_> {
                     }
                     p += 1;
                 }
-            } else if next < depth {
-                let caps = self.capacities[k - 1].row(i);
-                loop {
-                    arc = w.chained_from(k - 1, arc);
-                    if arc >= n {
-                        break;
-                    }
-                    let residual = caps[arc] - w.flow[k - 1][i * n + arc];
-                    if w.level[(k - 1) * n + arc] == next && residual > EPS {
-                        w.cursor[u] = arc as u32;
-                        return Some(((k - 1) * n + arc, k - 1, residual));
-                    }
-                    arc += 1;
-                }
             }
             arc = n;
         }
         // Up arcs never reach the sink, and those into the source's layer are useless.
-        if !down_only && next < depth && k + 1 < self.top {
+        if next < depth && k + 1 < self.top {
             for p in arc - n..w.senders[u].len() {
                 let j = w.senders[u][p] as usize;
                 let f = w.flow[k][j * n + i];
