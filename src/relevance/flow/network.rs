@@ -246,16 +246,19 @@ impl Dinic<'_, '_> {
     }
 
     /// Sends up to `limit` from `(k, i)` down straight paths; returns the amount sent. A node
-    /// left with no way down is a dead end for the rest of the phase.
+    /// left with no way down is a dead end for the rest of the phase. From layer 2 the sink's
+    /// own position comes first, its arc into the sink being the widest.
     fn push_down(&mut self, k: usize, i: usize, limit: f64) -> f64 {
-        if k == 2 {
-            return self.drain_to_sink(i, limit);
-        }
         let n = self.n;
         let u = k * n + i;
         let sink = self.sink as usize;
+        let first = match k {
+            2 => [sink, n],
+            _ if sink == i => [i, n],
+            _ => [i, sink],
+        };
         let mut sent = 0.0;
-        for j in std::iter::once(i).chain((sink != i).then_some(sink)) {
+        for j in first.into_iter().filter(|&j| j < n) {
             if self.work.chained_from(k - 1, j) == j {
                 sent += self.push_through(k, i, j, limit - sent);
                 if limit - sent <= EPS {
@@ -282,6 +285,9 @@ impl Dinic<'_, '_> {
 
     /// Sends up to `limit` from `(k, i)` through its arc into `(k - 1, j)` and on down.
     fn push_through(&mut self, k: usize, i: usize, j: usize, limit: f64) -> f64 {
+        if k == 2 {
+            return self.send_to_sink(i, j, limit);
+        }
         let n = self.n;
         let residual = self.capacities[k - 1].get(i, j) - self.work.flow[k - 1][i * n + j];
         if residual <= EPS {
@@ -294,37 +300,9 @@ impl Dinic<'_, '_> {
         sent
     }
 
-    /// Sends up to `limit` from `(2, i)` through layer 1 into the sink, two arcs at a time (a
-    /// layer-1 node's only way on is its arc into the sink): the sink's own position first,
-    /// whose arc into the sink is the widest, then the others in order. Returns the amount
-    /// sent.
-    fn drain_to_sink(&mut self, i: usize, limit: f64) -> f64 {
-        let n = self.n;
-        let u = 2 * n + i;
-        let sink = self.sink as usize;
-        let mut sent = 0.0;
-        if self.work.chained_from(1, sink) == sink {
-            sent += self.send_to_sink(i, sink, limit);
-            if limit - sent <= EPS {
-                return sent;
-            }
-        }
-        let mut m = self.work.chained_from(1, self.work.cursor[u] as usize);
-        while m < n {
-            sent += self.send_to_sink(i, m, limit - sent);
-            if limit - sent <= EPS {
-                self.work.cursor[u] = m as u32;
-                return sent;
-            }
-            m = self.work.chained_from(1, m + 1);
-        }
-        self.work.cursor[u] = n as u32;
-        self.work.bury(2, i);
-        sent
-    }
-
-    /// Sends up to `limit` along `(2, i) → (1, m) → sink`; returns the amount sent. `(1, m)` is
-    /// a dead end once its arc into the sink is full.
+    /// Sends up to `limit` along `(2, i) → (1, m) → sink`, two arcs at a time (a layer-1
+    /// node's only way on is its arc into the sink); returns the amount sent. `(1, m)` is a
+    /// dead end once its arc into the sink is full.
     fn send_to_sink(&mut self, i: usize, m: usize, limit: f64) -> f64 {
         let n = self.n;
         let w = &mut *self.work;
