@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use crate::attention::Matrix;
 use bounds::{upper_bounds, Settled, Spread, SETTLED};
 use lift::Lifter;
-use network::{solve, two_layer_paths};
+use network::{solve, two_layer_paths, Graph};
 use workspace::Workspace;
 
 thread_local! {
@@ -46,10 +46,11 @@ pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
         .into_par_iter()
         .map(|l| upper_bounds(&augmented[..l], target))
         .collect();
+    let graph = Graph::new(augmented);
     // One task per sink, climbing the layers: each layer's flow may be lifted from the last.
     let columns: Vec<Vec<f64>> = (0..n)
         .into_par_iter()
-        .map(|sink| climb(augmented, target, sink, &bounds))
+        .map(|sink| climb(&graph, augmented, target, sink, &bounds))
         .collect();
     (0..layers)
         .map(|l| normalise(&columns.iter().map(|column| column[l]).collect::<Vec<_>>()))
@@ -59,7 +60,13 @@ pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
 /// The maximum flow from `(l, target)` to `(0, sink)` for every layer `l = 1..=L`, given each
 /// layer's upper bounds: lifted from the layer below where that reaches the bound, else
 /// searched.
-fn climb(augmented: &[Matrix], target: usize, sink: usize, bounds: &[Vec<f64>]) -> Vec<f64> {
+fn climb(
+    graph: &Graph,
+    augmented: &[Matrix],
+    target: usize,
+    sink: usize,
+    bounds: &[Vec<f64>],
+) -> Vec<f64> {
     let n = augmented[0].n;
     let mut values = Vec::with_capacity(augmented.len());
     // The last flow's arcs out of its source.
@@ -70,7 +77,7 @@ fn climb(augmented: &[Matrix], target: usize, sink: usize, bounds: &[Vec<f64>]) 
             1 => augmented[0].get(target, sink),
             2 => {
                 top.clear();
-                top.extend(two_layer_paths(augmented, target, sink));
+                top.extend(two_layer_paths(graph, target, sink));
                 top.iter().sum()
             }
             _ => {
@@ -88,9 +95,9 @@ fn climb(augmented: &[Matrix], target: usize, sink: usize, bounds: &[Vec<f64>]) 
                         bound
                     }
                     None => WORKSPACE.with(|work| {
-                        let capacities = &augmented[..layer];
                         solve(
-                            capacities,
+                            graph,
+                            layer,
                             target,
                             sink,
                             bound,
@@ -129,6 +136,7 @@ pub fn flow_from_every_position_with(
     let layers = augmented.len();
     let done = AtomicUsize::new(0);
     let mut maps = Vec::with_capacity(layers);
+    let graph = Graph::new(augmented);
     let mut below: Option<Spread> = None;
     for layer in 0..layers {
         let capacities = &augmented[..=layer];
@@ -143,7 +151,9 @@ pub fn flow_from_every_position_with(
                         let bound = bounds[sink];
                         match below.as_ref().and_then(|b| b.settles(sink, weights, bound)) {
                             Some(settled) => settled,
-                            None => Settled::exact(max_flow_in(capacities, source, sink, bound)),
+                            None => {
+                                Settled::exact(max_flow_in(&graph, layer + 1, source, sink, bound))
+                            }
                         }
                     })
                     .collect();
@@ -168,14 +178,17 @@ pub fn flow_from_every_position_with(
 /// capacity of edge `(k + 1, i) → (k, j)`. `source, sink < n`. Exact in f64.
 pub fn max_flow(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
     size(capacities);
-    max_flow_in(capacities, source, sink, f64::INFINITY)
+    let graph = Graph::new(capacities);
+    max_flow_in(&graph, capacities.len(), source, sink, f64::INFINITY)
 }
 
-/// The maximum flow, given an upper bound on it (`f64::INFINITY` if none is known).
-fn max_flow_in(capacities: &[Matrix], source: usize, sink: usize, bound: f64) -> f64 {
+/// The maximum flow from `(layers, source)` to `(0, sink)`, given an upper bound on it
+/// (`f64::INFINITY` if none is known).
+fn max_flow_in(graph: &Graph, layers: usize, source: usize, sink: usize, bound: f64) -> f64 {
     WORKSPACE.with(|work| {
         solve(
-            capacities,
+            graph,
+            layers,
             source,
             sink,
             bound,
@@ -333,7 +346,8 @@ mod tests {
                 for l in 3..=layers {
                     let mut top = Vec::new();
                     let exact = solve(
-                        &caps[..l],
+                        &Graph::new(&caps),
+                        l,
                         target,
                         sink,
                         f64::INFINITY,

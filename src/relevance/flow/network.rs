@@ -1,8 +1,11 @@
 //! The residual network of one max-flow problem on the layered attention DAG, solved with
 //! Dinic's algorithm (Dinitz 1970) directly on the dense capacity matrices.
 //!
-//! Node `(k, i)` has index `k * n + i`. Capacities are never copied; the flow, the levels
-//! and the chains of nodes still of use live in a [`Workspace`].
+//! Node `(k, i)` has index `k * n + i`. The capacities are read where a [`Graph`] keeps
+//! them, once for every problem; the flow, the levels and the chains of nodes still of use
+//! live in a [`Workspace`].
+
+use rayon::prelude::*;
 
 use super::workspace::{Frame, Workspace, UNSEEN};
 use crate::attention::Matrix;
@@ -11,41 +14,92 @@ use crate::attention::Matrix;
 /// this is far below anything meaningful and far above f64 rounding of a few additions.
 pub const EPS: f64 = 1e-14;
 
-/// The maximum flow from `(L, source)` to `(0, sink)`, where `capacities[k]` (`n × n`)
-/// holds the capacity of each edge `(k + 1, i) → (k, j)` and `L = capacities.len() ≥ 1`.
-/// `known_bound` is an upper bound on the answer the caller has proved (`f64::INFINITY`
-/// if none): the search stops as soon as the flow reaches it, without a last phase to
-/// prove that no more can pass. With `top`, the flow found on each arc out of the source is
-/// written there (`n` values), for [`super::lift`]; only for three layers or more.
+/// The capacities of a layered attention graph: `layers[k]` (`n × n`) holds the capacity
+/// of each edge `(k + 1, i) → (k, j)`. Besides the rows, which scans read in order, it keeps
+/// two copies of the arcs a search reads one at a time from many rows, each in order of
+/// their tails: every layer's diagonal (the straight arcs, which carry most of the flow)
+/// and its transpose (the arcs into one position, the sink's). Read from the rows, each of
+/// those would be a cache line of its own.
+pub struct Graph<'a> {
+    layers: &'a [Matrix],
+    diagonals: Vec<Vec<f64>>,
+    transposed: Vec<Matrix>,
+}
+
+impl<'a> Graph<'a> {
+    /// `layers`: each `n × n`, non-negative.
+    pub fn new(layers: &'a [Matrix]) -> Self {
+        let (diagonals, transposed) = layers
+            .par_iter()
+            .map(|m| ((0..m.n).map(|i| m.get(i, i)).collect(), transpose(m)))
+            .unzip();
+        Self {
+            layers,
+            diagonals,
+            transposed,
+        }
+    }
+
+    /// The capacities of the arcs `(k + 1, i) → (k, to)` for every `i`.
+    fn arcs_into(&self, k: usize, to: usize) -> &[f64] {
+        self.transposed[k].row(to)
+    }
+}
+
+/// `m`ᵀ, copied in square blocks so that both sides are read and written a few lines at a
+/// time.
+fn transpose(m: &Matrix) -> Matrix {
+    const BLOCK: usize = 32;
+    let n = m.n;
+    let mut data = vec![0.0; n * n];
+    for i0 in (0..n).step_by(BLOCK) {
+        for j0 in (0..n).step_by(BLOCK) {
+            for i in i0..(i0 + BLOCK).min(n) {
+                for j in j0..(j0 + BLOCK).min(n) {
+                    data[j * n + i] = m.data[i * n + j];
+                }
+            }
+        }
+    }
+    Matrix { n, data }
+}
+
+/// The maximum flow from `(L, source)` to `(0, sink)` in the first `L ≥ 1` layers of
+/// `graph`. `known_bound` is an upper bound on the answer the caller has proved
+/// (`f64::INFINITY` if none): the search stops as soon as the flow reaches it, without a
+/// last phase to prove that no more can pass. With `top`, the flow found on each arc out of
+/// the source is written there (`n` values), for [`super::lift`]; only for three layers or
+/// more.
 pub fn solve(
-    capacities: &[Matrix],
+    graph: &Graph,
+    layers: usize,
     source: usize,
     sink: usize,
     known_bound: f64,
     top: Option<&mut Vec<f64>>,
     work: &mut Workspace,
 ) -> f64 {
-    let layers = capacities.len();
-    let n = capacities[0].n;
+    let rows = &graph.layers[..layers];
+    let n = rows[0].n;
     match layers {
         // One edge.
-        1 => return capacities[0].get(source, sink),
-        2 => return two_layer_paths(capacities, source, sink).sum(),
+        1 => return rows[0].get(source, sink),
+        2 => return two_layer_paths(graph, source, sink).sum(),
         _ => {}
     }
-    work.prepare(layers, n);
-    work.sink_column.clear();
-    work.sink_column
-        .extend((0..n).map(|i| capacities[0].get(i, sink)));
+    work.prepare(layers, n, sink);
+    let sink_column = graph.arcs_into(0, sink);
     // No flow exceeds what leaves the source or what enters the sink; a known bound is
     // already within what enters the sink (bounds.rs).
-    let out_of_source: f64 = capacities[layers - 1].row(source).iter().sum();
+    let out_of_source: f64 = rows[layers - 1].row(source).iter().sum();
     let bound = match known_bound.is_finite() {
         true => known_bound.min(out_of_source),
-        false => out_of_source.min(work.sink_column.iter().sum()),
+        false => out_of_source.min(sink_column.iter().sum()),
     };
     let mut dinic = Dinic {
-        capacities,
+        graph,
+        rows,
+        sink_column,
         work,
         n,
         top: layers,
@@ -62,7 +116,7 @@ pub fn solve(
     }
     if let Some(top) = top {
         top.clear();
-        top.extend_from_slice(&dinic.work.flow[layers - 1][source * n..(source + 1) * n]);
+        top.extend((0..n).map(|m| dinic.work.flow_on(layers - 1, source, m)));
     }
     dinic.work.reset();
     total
@@ -70,17 +124,22 @@ pub fn solve(
 
 /// With two layers, the flow on each arc `(2, source) → (1, m)` of a maximum flow into the
 /// sink: the two-edge paths share no edge, one through each middle node.
-pub fn two_layer_paths(
-    capacities: &[Matrix],
+pub fn two_layer_paths<'a>(
+    graph: &'a Graph,
     source: usize,
     sink: usize,
-) -> impl Iterator<Item = f64> + '_ {
-    let (above, below) = (&capacities[1], &capacities[0]);
-    (0..above.n).map(move |m| above.get(source, m).min(below.get(m, sink)))
+) -> impl Iterator<Item = f64> + 'a {
+    let above = graph.layers[1].row(source);
+    let below = graph.arcs_into(0, sink);
+    above.iter().zip(below).map(|(a, b)| a.min(*b))
 }
 
 struct Dinic<'a, 'w> {
-    capacities: &'a [Matrix],
+    graph: &'a Graph<'a>,
+    /// The problem's layers.
+    rows: &'a [Matrix],
+    /// The capacities of the arcs `(1, i) → sink`, `[n]`.
+    sink_column: &'a [f64],
     work: &'w mut Workspace,
     n: usize,
     /// The source's layer.
@@ -130,25 +189,33 @@ impl Dinic<'_, '_> {
             }
             let (k, i) = (u / n, u % n);
             if k >= 2 {
-                let caps = self.capacities[k - 1].row(i);
+                let caps = self.rows[k - 1].row(i);
                 let mut j = w.chained_from(k - 1, 0);
                 while j < n {
-                    if caps[j] - w.flow[k - 1][i * n + j] > EPS {
+                    if caps[j] - w.flow_on(k - 1, i, j) > EPS {
                         w.level[(k - 1) * n + j] = here + 1;
                         w.queue.push(((k - 1) * n + j) as u32);
                         w.unchain(k - 1, j);
                     }
                     j = w.chained_from(k - 1, j + 1);
                 }
-            } else if k == 1 && w.level[sink] == UNSEEN && w.sink_column[i] - w.flow[0][i] > EPS {
+            } else if k == 1
+                && w.level[sink] == UNSEEN
+                && self.sink_column[i] - w.into_sink[0][i] > EPS
+            {
                 w.level[sink] = here + 1;
                 depth = here + 1;
             }
             // Edges back up into the source's layer lead only to the source itself.
             if k + 1 < top {
+                if w.level[u + n] == UNSEEN && w.straight[k][i] > EPS {
+                    w.level[u + n] = here + 1;
+                    w.queue.push((u + n) as u32);
+                    w.unchain(k + 1, i);
+                }
                 for p in 0..w.senders[u].len() {
                     let j = w.senders[u][p] as usize;
-                    if w.level[(k + 1) * n + j] == UNSEEN && w.flow[k][j * n + i] > EPS {
+                    if w.level[(k + 1) * n + j] == UNSEEN && w.flow_on(k, j, i) > EPS {
                         w.level[(k + 1) * n + j] = here + 1;
                         w.queue.push(((k + 1) * n + j) as u32);
                         w.unchain(k + 1, j);
@@ -173,6 +240,7 @@ impl Dinic<'_, '_> {
     fn blocking_flow(&mut self, depth: u32, limit: f64) -> f64 {
         let nodes = (self.top + 1) * self.n;
         self.work.cursor[..nodes].fill(0);
+        self.work.in_bucket[..nodes].fill(0);
         let sink = self.sink as usize;
         let mut frames = std::mem::take(&mut self.work.frames);
         frames.clear();
@@ -260,15 +328,18 @@ impl Dinic<'_, '_> {
         let mut sent = 0.0;
         for j in first.into_iter().filter(|&j| j < n) {
             if self.work.chained_from(k - 1, j) == j {
-                sent += self.push_through(k, i, j, limit - sent);
+                sent += self.push_through(k, i, j, limit - sent, false);
                 if limit - sent <= EPS {
                     return sent;
                 }
             }
         }
-        let mut j = self.work.chained_from(k - 1, self.work.cursor[u] as usize);
+        // Past the cursor, the arcs other than those two have carried nothing yet.
+        let start = self.work.cursor[u] as usize;
+        let mut j = self.work.chained_from(k - 1, start);
         while j < n {
-            sent += self.push_through(k, i, j, limit - sent);
+            let fresh = j > start && j != i && j != sink;
+            sent += self.push_through(k, i, j, limit - sent, fresh);
             if limit - sent <= EPS {
                 // The arc may have room left: the next visit starts on it.
                 self.work.cursor[u] = j as u32;
@@ -283,51 +354,82 @@ impl Dinic<'_, '_> {
         sent
     }
 
-    /// Sends up to `limit` from `(k, i)` through its arc into `(k - 1, j)` and on down.
-    fn push_through(&mut self, k: usize, i: usize, j: usize, limit: f64) -> f64 {
+    /// Sends up to `limit` from `(k, i)` through its arc into `(k - 1, j)` and on down;
+    /// `fresh` when that arc has carried nothing yet.
+    fn push_through(&mut self, k: usize, i: usize, j: usize, limit: f64, fresh: bool) -> f64 {
         if k == 2 {
-            return self.send_to_sink(i, j, limit);
+            return self.send_to_sink(i, j, limit, fresh);
         }
-        let n = self.n;
-        let residual = self.capacities[k - 1].get(i, j) - self.work.flow[k - 1][i * n + j];
+        let residual = self.residual(k - 1, i, j, fresh);
         if residual <= EPS {
             return 0.0;
         }
         let sent = self.push_down(k - 1, j, limit.min(residual));
         if sent > 0.0 {
-            self.work.carry(k - 1, i, j, sent);
+            self.add(k - 1, i, j, sent, fresh);
         }
         sent
     }
 
     /// Sends up to `limit` along `(2, i) → (1, m) → sink`, two arcs at a time (a layer-1
     /// node's only way on is its arc into the sink); returns the amount sent. `(1, m)` is a
-    /// dead end once its arc into the sink is full.
-    fn send_to_sink(&mut self, i: usize, m: usize, limit: f64) -> f64 {
-        let n = self.n;
-        let w = &mut *self.work;
-        let lower = w.sink_column[m] - w.flow[0][m];
-        let upper = self.capacities[1].get(i, m) - w.flow[1][i * n + m];
+    /// dead end once its arc into the sink is full. `fresh` as for [`Self::push_through`].
+    fn send_to_sink(&mut self, i: usize, m: usize, limit: f64, fresh: bool) -> f64 {
+        let lower = self.sink_column[m] - self.work.into_sink[0][m];
         if lower <= EPS {
-            w.bury(1, m);
+            self.work.bury(1, m);
             return 0.0;
         }
+        let upper = self.residual(1, i, m, fresh);
         if upper <= EPS {
             return 0.0;
         }
         let amount = limit.min(upper).min(lower);
-        w.carry(1, i, m, amount);
-        if w.sink_column[m] - w.carry(0, m, self.sink as usize, amount) <= EPS {
-            w.bury(1, m);
+        self.add(1, i, m, amount, fresh);
+        let sink = self.sink as usize;
+        if self.sink_column[m] - self.work.carry(0, m, sink, amount) <= EPS {
+            self.work.bury(1, m);
         }
         amount
+    }
+
+    /// The capacity of arc `(k + 1, i) → (k, j)`, from where it is kept in order.
+    #[inline(always)]
+    fn capacity(&self, k: usize, i: usize, j: usize) -> f64 {
+        match () {
+            _ if j == self.sink as usize => self.graph.arcs_into(k, j)[i],
+            _ if j == i => self.graph.diagonals[k][i],
+            _ => self.rows[k].get(i, j),
+        }
+    }
+
+    /// The residual capacity of arc `(k + 1, i) → (k, j)`; `fresh` when it has carried
+    /// nothing yet, so that its flow need not be read.
+    #[inline(always)]
+    fn residual(&self, k: usize, i: usize, j: usize, fresh: bool) -> f64 {
+        let capacity = self.capacity(k, i, j);
+        match fresh {
+            true => capacity,
+            false => capacity - self.work.flow_on(k, i, j),
+        }
+    }
+
+    /// Adds `amount` to the flow on arc `(k + 1, i) → (k, j)`, `fresh` as for
+    /// [`Self::residual`].
+    #[inline(always)]
+    fn add(&mut self, k: usize, i: usize, j: usize, amount: f64, fresh: bool) {
+        match fresh {
+            true => self.work.open(k, i, j, amount),
+            false => _ = self.work.carry(k, i, j, amount),
+        }
     }
 
     /// The first admissible arc of `u = (k, i)` from its cursor on, if any, as the head's
     /// node and layer and the arc's residual capacity; the cursor is left on that arc.
     /// Arcs are numbered `j < n` down to `(k - 1, j)` (only the sink's from layer 1), then
-    /// `n + p` back up to `(k + 1, senders[u][p])`. Down scans read only the bucket of the
-    /// next level, following its chain.
+    /// `n` back up the straight arc to `(k + 1, i)`, then `n + 1 + p` back up to
+    /// `(k + 1, senders[u][p])`. Down scans read only the bucket of the next level, following
+    /// its chain.
     fn admissible(&mut self, u: usize, k: usize, depth: u32) -> Option<(usize, usize, f64)> {
         let n = self.n;
         let i = u - k * n;
@@ -338,23 +440,28 @@ impl Dinic<'_, '_> {
         if arc < n {
             if k == 1 {
                 // Layer 1 reaches layer 0 only through the sink.
-                let residual = w.sink_column[i] - w.flow[0][i];
+                let residual = self.sink_column[i] - w.into_sink[0][i];
                 if arc <= sink && w.level[sink] == next && residual > EPS {
                     w.cursor[u] = sink as u32;
                     return Some((sink, 0, residual));
                 }
             } else if next < depth {
                 // Only the nodes one level further down, from the cursor on.
-                let caps = self.capacities[k - 1].row(i);
+                let caps = self.rows[k - 1].row(i);
                 let b = (k - 1) * w.levels + next as usize;
-                let mut p = w.buckets[b].partition_point(|&j| (j as usize) < arc);
+                // The cursor's place in the bucket, one further if the cursor moved on.
+                let mut p = w.in_bucket[u] as usize;
+                if w.buckets[b].get(p).is_some_and(|&j| (j as usize) < arc) {
+                    p += 1;
+                }
                 loop {
                     p = w.bucket_from(b, p);
                     let Some(&j) = w.buckets[b].get(p) else { break };
                     let j = j as usize;
-                    let residual = caps[j] - w.flow[k - 1][i * n + j];
+                    let residual = caps[j] - w.flow_on(k - 1, i, j);
                     if residual > EPS {
                         w.cursor[u] = j as u32;
+                        w.in_bucket[u] = p as u32;
                         return Some(((k - 1) * n + j, k - 1, residual));
                     }
                     p += 1;
@@ -364,11 +471,16 @@ impl Dinic<'_, '_> {
         }
         // Up arcs never reach the sink, and those into the source's layer are useless.
         if next < depth && k + 1 < self.top {
-            for p in arc - n..w.senders[u].len() {
+            let f = w.straight[k][i];
+            if arc == n && w.level[u + n] == next && f > EPS {
+                w.cursor[u] = n as u32;
+                return Some((u + n, k + 1, f));
+            }
+            for p in (arc - n).max(1) - 1..w.senders[u].len() {
                 let j = w.senders[u][p] as usize;
-                let f = w.flow[k][j * n + i];
+                let f = w.flow_on(k, j, i);
                 if w.level[(k + 1) * n + j] == next && f > EPS {
-                    w.cursor[u] = (n + p) as u32;
+                    w.cursor[u] = (n + 1 + p) as u32;
                     return Some(((k + 1) * n + j, k + 1, f));
                 }
             }
@@ -383,16 +495,15 @@ impl Dinic<'_, '_> {
         let n = self.n;
         let i = u - k * n;
         let w = &mut *self.work;
-        let (layer, from, to, change) = if arc < n {
-            (k - 1, i, arc, amount)
-        } else {
-            (k, w.senders[u][arc - n] as usize, i, -amount)
+        let (layer, from, to, change) = match arc {
+            _ if arc < n => (k - 1, i, arc, amount),
+            _ if arc == n => (k, i, i, -amount),
+            _ => (k, w.senders[u][arc - n - 1] as usize, i, -amount),
         };
         let flow = w.carry(layer, from, to, change);
-        if arc < n {
-            self.capacities[layer].data[from * n + to] - flow
-        } else {
-            flow
+        match arc < n {
+            true => self.capacity(layer, from, to) - flow,
+            false => flow,
         }
     }
 }

@@ -1,10 +1,12 @@
 //! Scratch memory for the max-flow searches of [`super::network`], reused across problems.
 //!
 //! The flow is kept row-major beside the capacities (`flow[k][i * n + j]` on
-//! `(k + 1, i) → (k, j)`), so a scan down reads memory in order; the only arcs into layer 0
-//! that count end in the sink, so `flow[0][i]` is the one on `(1, i) → sink`, and those arcs'
-//! capacities are copied together into `sink_column`. Every node lists the
-//! positions above it whose arc into it has carried flow: its only arcs back up, and the
+//! `(k + 1, i) → (k, j)`), so a scan down reads memory in order, except on the two kinds of
+//! arc a search uses most, which are kept in order of their tails instead, as the graph
+//! keeps their capacities ([`super::network::Graph`]): the arcs into the sink's position
+//! (`into_sink[k][i]`; into layer 0 the only arcs that count) and the straight arcs
+//! (`straight[k][i]` on `(k + 1, i) → (k, i)`). Every node lists the positions above it
+//! whose arc into it has carried flow, straight arcs aside: its other arcs back up, and the
 //! entries to reset afterwards, so one workspace serves any number of problems.
 //!
 //! Each layer also keeps a chain of "next node still of use" links (path-halving, as in
@@ -20,11 +22,17 @@ pub const UNSEEN: u32 = u32::MAX;
 #[derive(Default)]
 pub struct Workspace {
     pub(super) n: usize,
-    pub(super) flow: Vec<Vec<f64>>,
-    /// The capacities of the arcs `(1, i) → sink`, `[n]`.
-    pub(super) sink_column: Vec<f64>,
+    /// The sink's position and the number of layers of the current problem.
+    sink: usize,
+    layers: usize,
+    /// Per layer `k ≥ 1`, `[n × n]`; the entries of the arcs kept below stay zero.
+    flow: Vec<Vec<f64>>,
+    /// Per layer, `[n]`: the flow on `(k + 1, i) → (k, sink)`.
+    pub(super) into_sink: Vec<Vec<f64>>,
+    /// Per layer `k ≥ 1`, `[n]`: the flow on `(k + 1, i) → (k, i)`, `i` not the sink's.
+    pub(super) straight: Vec<Vec<f64>>,
     /// Per node `(k, i)`: every `j` whose arc `(k + 1, j) → (k, i)` has carried flow in
-    /// this problem (a `j` may repeat).
+    /// this problem (a `j` may repeat), straight arcs aside.
     pub(super) senders: Vec<Vec<u32>>,
     /// The nodes whose `senders` are not empty.
     pub(super) receivers: Vec<u32>,
@@ -33,6 +41,9 @@ pub struct Workspace {
     /// first node `≥ i` of layer `k` still in the chain (`n` when there is none).
     pub(super) links: Vec<u32>,
     pub(super) cursor: Vec<u32>,
+    /// Per node, while a phase after the first sends flow: where its cursor lies in the
+    /// bucket its scans down read.
+    pub(super) in_bucket: Vec<u32>,
     /// After a phase's breadth-first search: per layer `k` and level `λ` below the sink's,
     /// at `k * levels + λ`, the nodes of layer `k` at level `λ`, in order. A scan down from a
     /// node at level `λ - 1` reads only these (after the first phase, a layer's nodes lie at
@@ -47,20 +58,25 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    pub(super) fn prepare(&mut self, layers: usize, n: usize) {
+    pub(super) fn prepare(&mut self, layers: usize, n: usize, sink: usize) {
         if self.n != n {
             *self = Self {
                 n,
                 ..Self::default()
             };
         }
+        (self.sink, self.layers) = (sink, layers);
         while self.flow.len() < layers {
             // Zeros written, not allocated zeroed: a zeroed allocation maps the shared zero
             // page, and the search's first write to each page then costs a copy-on-write
-            // fault that stops every thread of the process to flush its TLB.
-            let mut flow = Vec::with_capacity(n * n);
-            flow.resize(n * n, 0.0);
+            // fault that stops every thread of the process to flush its TLB. Into layer 0
+            // only the arcs into the sink count.
+            let size = if self.flow.is_empty() { 0 } else { n * n };
+            let mut flow = Vec::with_capacity(size);
+            flow.resize(size, 0.0);
             self.flow.push(flow);
+            self.into_sink.push(vec![0.0; n]);
+            self.straight.push(vec![0.0; n]);
         }
         let nodes = (layers + 1) * n;
         if self.senders.len() < nodes {
@@ -72,44 +88,79 @@ impl Workspace {
         if self.level.len() < nodes {
             self.level.resize(nodes, UNSEEN);
             self.cursor.resize(nodes, 0);
+            self.in_bucket.resize(nodes, 0);
         }
     }
 
     pub(super) fn reset(&mut self) {
         let n = self.n;
-        for &v in &self.receivers {
+        let mut receivers = std::mem::take(&mut self.receivers);
+        for &v in &receivers {
             let (k, i) = (v as usize / n, v as usize % n);
             let mut senders = std::mem::take(&mut self.senders[v as usize]);
             for &j in &senders {
-                self.flow[k][Self::slot(n, k, j as usize, i)] = 0.0;
+                *self.slot(k, j as usize, i) = 0.0;
             }
             senders.clear();
             self.senders[v as usize] = senders;
         }
-        self.receivers.clear();
+        receivers.clear();
+        self.receivers = receivers;
+        for straight in &mut self.straight[1..self.layers] {
+            straight.fill(0.0);
+        }
+    }
+
+    /// The flow on arc `(k + 1, from) → (k, to)` (into layer 0, `to` is the sink).
+    #[inline(always)]
+    pub(super) fn flow_on(&self, k: usize, from: usize, to: usize) -> f64 {
+        match () {
+            _ if to == self.sink => self.into_sink[k][from],
+            _ if to == from => self.straight[k][from],
+            _ => self.flow[k][from * self.n + to],
+        }
+    }
+
+    #[inline(always)]
+    fn slot(&mut self, k: usize, from: usize, to: usize) -> &mut f64 {
+        match () {
+            _ if to == self.sink => &mut self.into_sink[k][from],
+            _ if to == from => &mut self.straight[k][from],
+            _ => &mut self.flow[k][from * self.n + to],
+        }
     }
 
     /// Changes the flow on arc `(k + 1, from) → (k, to)` by `change`; returns the new flow.
+    #[inline(always)]
     pub(super) fn carry(&mut self, k: usize, from: usize, to: usize, change: f64) -> f64 {
-        let n = self.n;
-        let flow = &mut self.flow[k][Self::slot(n, k, from, to)];
-        if *flow == 0.0 {
-            let senders = &mut self.senders[k * n + to];
-            if senders.is_empty() {
-                self.receivers.push((k * n + to) as u32);
-            }
-            senders.push(from as u32);
-        }
+        let recorded = to != from || to == self.sink;
+        let flow = self.slot(k, from, to);
+        let before = *flow;
         *flow += change;
-        *flow
+        let after = *flow;
+        if before == 0.0 && recorded {
+            self.record(k, from, to);
+        }
+        after
     }
 
-    /// Where the flow on arc `(k + 1, from) → (k, to)` is kept (into layer 0, `to` is the sink).
-    fn slot(n: usize, k: usize, from: usize, to: usize) -> usize {
-        match k {
-            0 => from,
-            _ => from * n + to,
+    /// Puts `amount` on arc `(k + 1, from) → (k, to)`, neither straight nor into the sink's
+    /// position, which has carried nothing in this problem: its flow is written, not read.
+    #[inline(always)]
+    pub(super) fn open(&mut self, k: usize, from: usize, to: usize, amount: f64) {
+        self.flow[k][from * self.n + to] = amount;
+        self.record(k, from, to);
+    }
+
+    /// Lists `from` among the senders of `(k, to)`.
+    #[inline(always)]
+    fn record(&mut self, k: usize, from: usize, to: usize) {
+        let node = k * self.n + to;
+        let senders = &mut self.senders[node];
+        if senders.is_empty() {
+            self.receivers.push(node as u32);
         }
+        senders.push(from as u32);
     }
 
     /// The first node `≥ i` of layer `k` still in the chain (`n` when none is left).
