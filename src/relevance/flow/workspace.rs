@@ -148,6 +148,14 @@ impl Workspace {
     /// position, which has carried nothing in this problem: its flow is written, not read.
     #[inline(always)]
     pub(super) fn open(&mut self, k: usize, from: usize, to: usize, amount: f64) {
+        debug_assert!(
+            from != to && to != self.sink,
+            "a straight arc or one into the sink"
+        );
+        debug_assert!(
+            self.flow[k][from * self.n + to] == 0.0,
+            "an arc that carried flow"
+        );
         self.flow[k][from * self.n + to] = amount;
         self.record(k, from, to);
     }
