@@ -44,8 +44,11 @@ pub struct Workspace {
     /// Per node, while a phase after the first sends flow: where its cursor lies in the
     /// bucket its scans down read.
     pub(super) in_bucket: Vec<u32>,
+    /// Per node in a bucket, its place there.
+    place: Vec<u32>,
     /// After a phase's breadth-first search: per layer `k` and level `λ` below the sink's,
-    /// at `k * levels + λ`, the nodes of layer `k` at level `λ`, in order. A scan down from a
+    /// at `k * levels + λ`, the nodes of layer `k` at level `λ`: the sink's position first
+    /// (the widest way on, as in the first phase), then the rest in order. A scan down from a
     /// node at level `λ - 1` reads only these (after the first phase, a layer's nodes lie at
     /// several levels, and most of a dense row leads to the wrong one).
     pub(super) buckets: Vec<Vec<u32>>,
@@ -89,6 +92,7 @@ impl Workspace {
             self.level.resize(nodes, UNSEEN);
             self.cursor.resize(nodes, 0);
             self.in_bucket.resize(nodes, 0);
+            self.place.resize(nodes, 0);
         }
     }
 
@@ -206,10 +210,15 @@ impl Workspace {
             self.bucket_links.resize_with(wanted, Vec::new);
         }
         self.buckets[..wanted].iter_mut().for_each(Vec::clear);
+        let sink = self.sink;
         for k in 1..top {
-            for (i, &level) in self.level[k * n..(k + 1) * n].iter().enumerate() {
+            let order = std::iter::once(sink).chain((0..n).filter(|&i| i != sink));
+            for i in order {
+                let level = self.level[k * n + i];
                 if level < depth {
-                    self.buckets[k * levels + level as usize].push(i as u32);
+                    let bucket = &mut self.buckets[k * levels + level as usize];
+                    self.place[k * n + i] = bucket.len() as u32;
+                    bucket.push(i as u32);
                 }
             }
         }
@@ -228,11 +237,11 @@ impl Workspace {
     pub(super) fn bury(&mut self, k: usize, i: usize) {
         let level = std::mem::replace(&mut self.level[k * self.n + i], UNSEEN) as usize;
         self.unchain(k, i);
-        if level < self.levels {
+        // Only layers 1..L have buckets.
+        if level < self.levels && (1..self.layers).contains(&k) {
             let b = k * self.levels + level;
-            if let Ok(p) = self.buckets[b].binary_search(&(i as u32)) {
-                self.bucket_links[b][p] = (p + 1) as u32;
-            }
+            let p = self.place[k * self.n + i] as usize;
+            self.bucket_links[b][p] = (p + 1) as u32;
         }
     }
 }
