@@ -50,7 +50,7 @@ pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
     // One task per sink, climbing the layers: each layer's flow may be lifted from the last.
     let columns: Vec<Vec<f64>> = (0..n)
         .into_par_iter()
-        .map(|sink| climb(&graph, augmented, target, sink, &bounds))
+        .map(|sink| climb(&graph, target, sink, &bounds))
         .collect();
     (0..layers)
         .map(|l| normalise(&columns.iter().map(|column| column[l]).collect::<Vec<_>>()))
@@ -60,13 +60,8 @@ pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
 /// The maximum flow from `(l, target)` to `(0, sink)` for every layer `l = 1..=L`, given each
 /// layer's upper bounds: lifted from the layer below where that reaches the bound, else
 /// searched.
-fn climb(
-    graph: &Graph,
-    augmented: &[Matrix],
-    target: usize,
-    sink: usize,
-    bounds: &[Vec<f64>],
-) -> Vec<f64> {
+fn climb(graph: &Graph, target: usize, sink: usize, bounds: &[Vec<f64>]) -> Vec<f64> {
+    let augmented = graph.layers();
     let n = augmented[0].n;
     let mut values = Vec::with_capacity(augmented.len());
     // The last flow's arcs out of its source.
@@ -338,6 +333,7 @@ mod tests {
             let (n, layers) = (5 + trial % 6, 8);
             let caps = random_graph(&mut uniform, layers, n, 3);
             let target = trial % n;
+            let graph = Graph::new(&caps);
             for sink in 0..n {
                 // Each layer searched alone, and where the lift from the layer below settles
                 // it, the bound it settles on is the searched value.
@@ -346,7 +342,7 @@ mod tests {
                 for l in 3..=layers {
                     let mut top = Vec::new();
                     let exact = solve(
-                        &Graph::new(&caps),
+                        &graph,
                         l,
                         target,
                         sink,

@@ -24,20 +24,34 @@ pub struct Graph<'a> {
     layers: &'a [Matrix],
     diagonals: Vec<Vec<f64>>,
     transposed: Vec<Matrix>,
+    /// Per sink, the feeder: the position of layer 1 whose arc into the sink is the widest
+    /// after the sink's own (`n` if there is none).
+    feeders: Vec<usize>,
 }
 
 impl<'a> Graph<'a> {
     /// `layers`: each `n × n`, non-negative.
     pub fn new(layers: &'a [Matrix]) -> Self {
-        let (diagonals, transposed) = layers
+        let (diagonals, transposed): (_, Vec<Matrix>) = layers
             .par_iter()
             .map(|m| ((0..m.n).map(|i| m.get(i, i)).collect(), transpose(m)))
             .unzip();
+        let feeders = transposed.first().map_or_else(Vec::new, |into| {
+            (0..into.n)
+                .map(|sink| widest_but(into.row(sink), sink))
+                .collect()
+        });
         Self {
             layers,
             diagonals,
             transposed,
+            feeders,
         }
+    }
+
+    /// The layers' capacities, as given.
+    pub fn layers(&self) -> &'a [Matrix] {
+        self.layers
     }
 
     /// The capacities of the arcs `(k + 1, i) → (k, to)` for every `i`.
@@ -105,7 +119,7 @@ pub fn solve(
         top: layers,
         source: (layers * n + source) as u32,
         sink: sink as u32,
-        feeder: widest_but(sink_column, sink),
+        feeder: graph.feeders[sink],
     };
     // The first phase needs no search: before any flow, the shortest paths are the
     // straight ones down the layers, so node (k, i) is at level `L - k`.
@@ -156,7 +170,7 @@ struct Dinic<'a, 'w> {
     top: usize,
     source: u32,
     sink: u32,
-    /// The position of layer 1 whose arc into the sink is the widest after the sink's own.
+    /// The sink's feeder ([`Graph`]).
     feeder: usize,
 }
 
@@ -205,9 +219,7 @@ impl Dinic<'_, '_> {
                 let mut j = w.chained_from(k - 1, 0);
                 while j < n {
                     if caps[j] - w.flow_on(k - 1, i, j) > EPS {
-                        w.level[(k - 1) * n + j] = here + 1;
-                        w.queue.push(((k - 1) * n + j) as u32);
-                        w.unchain(k - 1, j);
+                        w.reach(k - 1, j, here + 1);
                     }
                     j = w.chained_from(k - 1, j + 1);
                 }
@@ -221,16 +233,12 @@ impl Dinic<'_, '_> {
             // Edges back up into the source's layer lead only to the source itself.
             if k + 1 < top {
                 if w.level[u + n] == UNSEEN && w.straight[k][i] > EPS {
-                    w.level[u + n] = here + 1;
-                    w.queue.push((u + n) as u32);
-                    w.unchain(k + 1, i);
+                    w.reach(k + 1, i, here + 1);
                 }
                 for p in 0..w.senders[u].len() {
                     let j = w.senders[u][p] as usize;
                     if w.level[(k + 1) * n + j] == UNSEEN && w.flow_on(k, j, i) > EPS {
-                        w.level[(k + 1) * n + j] = here + 1;
-                        w.queue.push(((k + 1) * n + j) as u32);
-                        w.unchain(k + 1, j);
+                        w.reach(k + 1, j, here + 1);
                     }
                 }
             }
@@ -315,14 +323,11 @@ impl Dinic<'_, '_> {
     /// Each node tries its arc into the sink's position first, then its own position's, then
     /// the rest in order; from layer 2, the arc into the sink's position and then the one
     /// into the feeder. On attention with a residual connection the straight arcs carry at
-    /// least α each, so the sink's own position is the widest way down to the sink and its
-    /// straight path the widest way on: most of the flow goes the way a maximum flow sends
-    /// it, and few of the narrow arcs fill up with flow that later phases would have to
-    /// reroute. On MiniLM's attention, index order alone left 87–99.7% of the maximum to
-    /// the first phase; the own position first, 96–99.9%, and whole searches took 0.55–0.57
-    /// of the time (layers 3–6, every sink); the sink's position first and the feeder then
-    /// leave 17–100% fewer later phases (at n = 512, layer 4: 1.43 → 1.01 per search) and
-    /// take 0.75–0.88 of the time. The recursion is as deep as the layers.
+    /// least α each, so the sink's own position is the widest way down to the sink and a
+    /// node's own straight path the widest way on: most of the flow goes the way a maximum
+    /// flow sends it, and few of the narrow arcs fill up with flow that later phases would
+    /// have to reroute (README Speed has the measurements). The recursion is as deep as the
+    /// layers.
     fn first_phase(&mut self, limit: f64) -> f64 {
         let (top, n) = (self.top, self.n);
         self.work.cursor[..(top + 1) * n].fill(0);
@@ -492,7 +497,7 @@ impl Dinic<'_, '_> {
                 w.cursor[u] = n as u32;
                 return Some((u + n, k + 1, f));
             }
-            for p in (arc - n).max(1) - 1..w.senders[u].len() {
+            for p in arc.saturating_sub(n + 1)..w.senders[u].len() {
                 let j = w.senders[u][p] as usize;
                 let f = w.flow_on(k, j, i);
                 if w.level[(k + 1) * n + j] == next && f > EPS {

@@ -181,6 +181,14 @@ impl Workspace {
         first_in_chain(&mut self.links[base..base + self.n + 1], i)
     }
 
+    /// A breadth-first search reaches node `(k, i)` at `level`: labelled, queued and out of
+    /// its layer's chain of nodes not reached yet.
+    pub(super) fn reach(&mut self, k: usize, i: usize, level: u32) {
+        self.level[k * self.n + i] = level;
+        self.queue.push((k * self.n + i) as u32);
+        self.unchain(k, i);
+    }
+
     /// Takes node `(k, i)` out of its layer's chain.
     pub(super) fn unchain(&mut self, k: usize, i: usize) {
         self.links[k * (self.n + 1) + i] = (i + 1) as u32;
