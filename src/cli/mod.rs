@@ -245,7 +245,7 @@ pub fn flow_progress() -> Progress {
     let bar = ProgressBar::new(0)
         .with_style(
             ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} (layer, position) flows, {per_sec}, {eta} left",
+                "{bar:40} {pos}/{len} (layer, sink) flows, {per_sec}, {eta} left",
             )
             .expect("the progress template is valid"),
         )

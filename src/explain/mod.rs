@@ -53,7 +53,8 @@ pub struct ExplainOptions {
 }
 
 /// Called as `(done, total)` while a long step runs, from any thread: today the flows
-/// from every position, one (layer, position) at a time.
+/// from every position, counted per (layer, sink), the flows from every position of one
+/// layer into one sink.
 #[derive(Clone)]
 pub struct Progress(pub Arc<dyn Fn(usize, usize) + Send + Sync>);
 

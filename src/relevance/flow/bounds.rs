@@ -66,53 +66,68 @@ impl Settled {
             reached: value,
         }
     }
+
+    /// The flow `bound` (an upper bound on it), when a flow reaching `reached` is close
+    /// enough to it to settle it.
+    pub fn by(bound: f64, reached: f64) -> Option<Self> {
+        (bound.is_finite() && bound - reached <= SETTLED * bound).then_some(Self {
+            value: bound,
+            reached: reached.min(bound),
+        })
+    }
 }
 
-/// The flows from every position of one layer to each sink, for the layer above: per sink,
-/// the sources with a flow, greatest flow first.
+/// The flows from every position of one layer to one sink, for the layer above: the
+/// sources with a flow, greatest flow first.
 pub struct Spread {
-    by_sink: Vec<Vec<(f64, u32)>>,
+    sources: Vec<(f64, u32)>,
 }
 
 impl Spread {
-    /// `flows[source][sink]` of one layer.
-    pub fn of(flows: &[Vec<Settled>]) -> Self {
-        let n = flows.first().map_or(0, Vec::len);
-        let by_sink = (0..n)
-            .map(|sink| {
-                let mut sources: Vec<(f64, u32)> = flows
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, row)| row[sink].reached > 0.0)
-                    .map(|(source, row)| (row[sink].reached, source as u32))
-                    .collect();
-                sources.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                sources
-            })
+    /// `flows[source]`: the flows of one layer into the sink.
+    pub fn of(flows: &[Settled]) -> Self {
+        let mut sources: Vec<(f64, u32)> = flows
+            .iter()
+            .enumerate()
+            .filter(|(_, flow)| flow.reached > 0.0)
+            .map(|(source, flow)| (flow.reached, source as u32))
             .collect();
-        Self { by_sink }
+        sources.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        Self { sources }
     }
 
-    /// The flow one layer up to `sink` from a source whose arcs down have capacities
+    /// The flow one layer up into the sink from a source whose arcs down have capacities
     /// `weights`, when the knapsack lower bound of the module's comment meets `bound` (an
-    /// upper bound on it).
-    pub fn settles(&self, sink: usize, weights: &[f64], bound: f64) -> Option<Settled> {
-        if !bound.is_finite() {
-            return None;
-        }
+    /// upper bound on it). Then `top` holds the knapsack flow on each arc out of the source.
+    pub fn settles(&self, weights: &[f64], bound: f64, top: &mut Vec<f64>) -> Option<Settled> {
         let close = |reached: f64| bound - reached <= SETTLED * bound;
-        let (mut budget, mut reached) = (1.0f64, 0.0);
-        for &(flow, source) in &self.by_sink[sink] {
-            let share = (weights[source as usize] / flow).min(budget);
-            reached += share * flow;
-            budget -= share;
-            if budget <= 0.0 || close(reached) {
+        let (mut reached, mut taken) = (0.0, 0);
+        for (_, amount) in self.shares(weights) {
+            reached += amount;
+            taken += 1;
+            if close(reached) {
                 break;
             }
         }
-        close(reached).then_some(Settled {
-            value: bound,
-            reached: reached.min(bound),
+        let settled = Settled::by(bound, reached)?;
+        top.clear();
+        top.resize(weights.len(), 0.0);
+        for (source, amount) in self.shares(weights).take(taken) {
+            top[source] = amount;
+        }
+        Some(settled)
+    }
+
+    /// The knapsack's shares, greatest flow first while the budget lasts: each source and
+    /// what its scaled flow sends through the arc into it.
+    fn shares<'a>(&'a self, weights: &'a [f64]) -> impl Iterator<Item = (usize, f64)> + 'a {
+        let mut budget = 1.0f64;
+        self.sources.iter().map_while(move |&(flow, source)| {
+            (budget > 0.0).then(|| {
+                let share = (weights[source as usize] / flow).min(budget);
+                budget -= share;
+                (source as usize, share * flow)
+            })
         })
     }
 }
@@ -156,23 +171,25 @@ mod tests {
         let caps = vec![layer; 6];
         let mut settled = 0;
         for l in 4..=6 {
-            let below: Vec<Vec<Settled>> = (0..3)
-                .map(|i| {
-                    (0..3)
-                        .map(|j| Settled::exact(max_flow(&caps[..l - 1], i, j)))
-                        .collect()
-                })
-                .collect();
-            let spread = Spread::of(&below);
-            for t in 0..3 {
-                let bounds = upper_bounds(&caps[..l], t);
-                for (j, &bound) in bounds.iter().enumerate() {
+            for j in 0..3 {
+                let below: Vec<Settled> = (0..3)
+                    .map(|i| Settled::exact(max_flow(&caps[..l - 1], i, j)))
+                    .collect();
+                let spread = Spread::of(&below);
+                for t in 0..3 {
+                    let bound = upper_bounds(&caps[..l], t)[j];
                     let exact = max_flow(&caps[..l], t, j);
                     assert!(exact <= bound + 1e-15);
-                    if let Some(s) = spread.settles(j, caps[l - 1].row(t), bound) {
+                    let weights = caps[l - 1].row(t);
+                    let mut top = Vec::new();
+                    if let Some(s) = spread.settles(weights, bound, &mut top) {
                         settled += 1;
                         assert!((s.value - exact).abs() <= 1e-13 * exact, "{l} {t} {j}");
                         assert!(s.reached <= exact + 1e-15);
+                        // The knapsack flow's arcs out of the source: within their
+                        // capacities, carrying what it reaches.
+                        assert!(top.iter().zip(weights).all(|(x, w)| *x <= *w));
+                        assert!((top.iter().sum::<f64>() - s.reached).abs() <= 1e-15);
                     }
                 }
             }

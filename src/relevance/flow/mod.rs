@@ -6,10 +6,11 @@
 //! integer, so results agree with networkx's Edmonds–Karp up to rounding. A cheap upper
 //! bound per source and sink ([`bounds`]) lets each search stop as soon as its flow reaches
 //! it, and deep layers' flows are mostly settled without a search: a flow lifted from the
-//! layer below that reaches the bound ([`lift`]), or, from every position, the flows of the
-//! layer below combined ([`Spread`]). The problems of one sink (or one layer) are independent
-//! of the others', so rayon spreads them over threads and each one's arithmetic is the same
-//! whatever the schedule: parallel results are bit-identical to serial ones.
+//! same position's flow one layer down that reaches the bound ([`lift`]), or, from every
+//! position, the flows of the layer below into the same sink combined ([`Spread`]). Each
+//! sink's problems climb the layers in one task, independent of the other sinks', so rayon
+//! spreads the sinks over threads and each one's arithmetic is the same whatever the
+//! schedule: parallel results are bit-identical to serial ones.
 
 mod bounds;
 mod lift;
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 
 use crate::attention::Matrix;
-use bounds::{upper_bounds, Settled, Spread, SETTLED};
+use bounds::{upper_bounds, Settled, Spread};
 use lift::Lifter;
 use network::{solve, two_layer_paths, Graph};
 use workspace::Workspace;
@@ -62,50 +63,80 @@ pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
 /// searched.
 fn climb(graph: &Graph, target: usize, sink: usize, bounds: &[Vec<f64>]) -> Vec<f64> {
     let augmented = graph.layers();
-    let n = augmented[0].n;
-    let mut values = Vec::with_capacity(augmented.len());
     // The last flow's arcs out of its source.
-    let mut top: Vec<f64> = Vec::with_capacity(n);
-    for layer in 1..=augmented.len() {
-        let bound = bounds[layer - 1][sink];
-        let value = match layer {
-            1 => augmented[0].get(target, sink),
-            2 => {
-                top.clear();
-                top.extend(two_layer_paths(graph, target, sink));
-                top.iter().sum()
-            }
+    let mut top: Vec<f64> = Vec::with_capacity(augmented[0].n);
+    (1..=augmented.len())
+        .map(|layer| match layer {
+            1 | 2 => first_layers(graph, layer, target, sink, &mut top).value,
             _ => {
-                // Bounds this close (relative) settle a flow, as in `Spread::settles`.
-                let settles = |value: f64| value >= bound - SETTLED * bound;
-                let lifted = settles(top.iter().sum())
-                    .then(|| {
-                        let (above, below) = (&augmented[layer - 1], &augmented[layer - 2]);
-                        LIFTER.with(|lifter| lifter.borrow_mut().lift(above, below, target, &top))
-                    })
-                    .filter(|(value, _)| settles(*value));
-                match lifted {
-                    Some((_, sent)) => {
-                        top = sent;
-                        bound
-                    }
-                    None => WORKSPACE.with(|work| {
-                        solve(
-                            graph,
-                            layer,
-                            target,
-                            sink,
-                            bound,
-                            Some(&mut top),
-                            &mut work.borrow_mut(),
-                        )
-                    }),
-                }
+                lift_or_search(
+                    graph,
+                    layer,
+                    target,
+                    sink,
+                    bounds[layer - 1][sink],
+                    &mut top,
+                )
+                .value
             }
-        };
-        values.push(value);
+        })
+        .collect()
+}
+
+/// The flow from `(layer, source)` to `(0, sink)` for `layer` 1 or 2, which have a closed
+/// form; for 2, `top` is left holding its arcs out of the source.
+fn first_layers(
+    graph: &Graph,
+    layer: usize,
+    source: usize,
+    sink: usize,
+    top: &mut Vec<f64>,
+) -> Settled {
+    match layer {
+        1 => Settled::exact(graph.layers()[0].get(source, sink)),
+        _ => {
+            top.clear();
+            top.extend(two_layer_paths(graph, source, sink));
+            Settled::exact(top.iter().sum())
+        }
     }
-    values
+}
+
+/// The flow from `(layer, source)` to `(0, sink)`, `layer ≥ 3`, given `bound`, an upper bound
+/// on it, and `top`, the arcs out of the source of a flow from `(layer - 1, source)`: that
+/// flow lifted where the lift reaches the bound, else a search. `top` is left holding the new
+/// flow's arcs out of its source.
+fn lift_or_search(
+    graph: &Graph,
+    layer: usize,
+    source: usize,
+    sink: usize,
+    bound: f64,
+    top: &mut Vec<f64>,
+) -> Settled {
+    // A lift keeps the flow's value at best: worth trying only if that settles.
+    if Settled::by(bound, top.iter().sum()).is_some() {
+        let augmented = graph.layers();
+        let (above, below) = (&augmented[layer - 1], &augmented[layer - 2]);
+        let (value, sent) =
+            LIFTER.with(|lifter| lifter.borrow_mut().lift(above, below, source, top));
+        if let Some(settled) = Settled::by(bound, value) {
+            *top = sent;
+            return settled;
+        }
+    }
+    let value = WORKSPACE.with(|work| {
+        solve(
+            graph,
+            layer,
+            source,
+            sink,
+            bound,
+            Some(top),
+            &mut work.borrow_mut(),
+        )
+    });
+    Settled::exact(value)
 }
 
 /// Attention flow from every position through every layer, as the reference's
@@ -119,52 +150,86 @@ pub fn flow_from_every_position(augmented: &[Matrix]) -> Vec<Vec<Vec<f64>>> {
 }
 
 /// [`flow_from_every_position`], calling `progress(done, total)` each time the flows from
-/// one position at one layer are done (from any thread, positions in any order).
+/// every position of one layer into one sink are done (from any thread, in any order).
 ///
-/// Layers go in order: once the flows from every position of one layer are known, many of
-/// the next layer's are settled by bounds alone ([`Spread`]) without a search.
+/// One task per sink climbs the layers, and a layer's flow from each position is settled
+/// without a search where it can be: by the flows of the layer below into the same sink
+/// combined ([`Spread`]), or by lifting the same position's flow from the layer below
+/// ([`lift`]).
 pub fn flow_from_every_position_with(
     augmented: &[Matrix],
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Vec<Vec<f64>>> {
     let n = size(augmented);
     let layers = augmented.len();
-    let done = AtomicUsize::new(0);
-    let mut maps = Vec::with_capacity(layers);
     let graph = Graph::new(augmented);
-    let mut below: Option<Spread> = None;
-    for layer in 0..layers {
-        let capacities = &augmented[..=layer];
-        // One task per source: its bounds, then its n sinks.
-        let solved: Vec<Vec<Settled>> = (0..n)
-            .into_par_iter()
-            .map(|source| {
-                let bounds = upper_bounds(capacities, source);
-                let weights = augmented[layer].row(source);
-                let values = (0..n)
-                    .map(|sink| {
-                        let bound = bounds[sink];
-                        match below.as_ref().and_then(|b| b.settles(sink, weights, bound)) {
-                            Some(settled) => settled,
-                            None => {
-                                Settled::exact(max_flow_in(&graph, layer + 1, source, sink, bound))
-                            }
-                        }
-                    })
-                    .collect();
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, layers * n);
-                values
+    // `[l - 1][source][sink]`.
+    let bounds: Vec<Vec<Vec<f64>>> = (1..=layers)
+        .map(|l| {
+            (0..n)
+                .into_par_iter()
+                .map(|source| upper_bounds(&augmented[..l], source))
+                .collect()
+        })
+        .collect();
+    let done = AtomicUsize::new(0);
+    let tick = || progress(done.fetch_add(1, Ordering::Relaxed) + 1, layers * n);
+    // `[sink][l - 1][source]`.
+    let columns: Vec<Vec<Vec<f64>>> = (0..n)
+        .into_par_iter()
+        .map(|sink| climb_from_every_position(&graph, sink, &bounds, &tick))
+        .collect();
+    (0..layers)
+        .map(|l| {
+            (0..n)
+                .map(|source| {
+                    normalise(
+                        &columns
+                            .iter()
+                            .map(|column| column[l][source])
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The maximum flows from every `(l, source)` into `(0, sink)`, `[L][n]`, layer by layer;
+/// `tick` is called after each layer.
+fn climb_from_every_position(
+    graph: &Graph,
+    sink: usize,
+    bounds: &[Vec<Vec<f64>>],
+    tick: &(dyn Fn() + Sync),
+) -> Vec<Vec<f64>> {
+    let augmented = graph.layers();
+    let n = augmented[0].n;
+    // Per source, the last flow's arcs out of it.
+    let mut tops: Vec<Vec<f64>> = vec![Vec::with_capacity(n); n];
+    let mut values = Vec::with_capacity(augmented.len());
+    let mut below: Vec<Settled> = Vec::new();
+    for layer in 1..=augmented.len() {
+        let spread = Spread::of(&below);
+        let flows: Vec<Settled> = tops
+            .iter_mut()
+            .enumerate()
+            .map(|(source, top)| match layer {
+                1 | 2 => first_layers(graph, layer, source, sink, top),
+                _ => {
+                    let bound = bounds[layer - 1][source][sink];
+                    let weights = augmented[layer - 1].row(source);
+                    spread
+                        .settles(weights, bound, top)
+                        .unwrap_or_else(|| lift_or_search(graph, layer, source, sink, bound, top))
+                }
             })
             .collect();
-        maps.push(
-            solved
-                .iter()
-                .map(|row| normalise(&row.iter().map(|s| s.value).collect::<Vec<_>>()))
-                .collect(),
-        );
-        below = Some(Spread::of(&solved));
+        values.push(flows.iter().map(|flow| flow.value).collect());
+        below = flows;
+        tick();
     }
-    maps
+    values
 }
 
 /// The maximum flow from node `(L, source)` to node `(0, sink)`.
@@ -360,7 +425,7 @@ mod tests {
                             "{trial} {sink} {l}: {value} > {exact}"
                         );
                         assert!((sent.iter().sum::<f64>() - value).abs() <= 1e-15);
-                        if value >= bound - SETTLED * bound {
+                        if Settled::by(bound, value).is_some() {
                             lifted += 1;
                             assert!((bound - exact).abs() <= 1e-13 * exact, "{trial} {sink} {l}");
                         }
