@@ -100,12 +100,14 @@ impl Spread {
     /// `weights`, when the knapsack lower bound of the module's comment meets `bound` (an
     /// upper bound on it). Then `top` holds the knapsack flow on each arc out of the source.
     pub fn settles(&self, weights: &[f64], bound: f64, top: &mut Vec<f64>) -> Option<Settled> {
-        let close = |reached: f64| bound - reached <= SETTLED * bound;
+        if !bound.is_finite() {
+            return None;
+        }
         let (mut reached, mut taken) = (0.0, 0);
         for (_, amount) in self.shares(weights) {
             reached += amount;
             taken += 1;
-            if close(reached) {
+            if Settled::by(bound, reached).is_some() {
                 break;
             }
         }

@@ -206,7 +206,7 @@ fn climb_from_every_position(
     let augmented = graph.layers();
     let n = augmented[0].n;
     // Per source, the last flow's arcs out of it.
-    let mut tops: Vec<Vec<f64>> = vec![Vec::with_capacity(n); n];
+    let mut tops: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut values = Vec::with_capacity(augmented.len());
     let mut below: Vec<Settled> = Vec::new();
     for layer in 1..=augmented.len() {
@@ -239,22 +239,10 @@ fn climb_from_every_position(
 pub fn max_flow(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
     size(capacities);
     let graph = Graph::new(capacities);
-    max_flow_in(&graph, capacities.len(), source, sink, f64::INFINITY)
-}
-
-/// The maximum flow from `(layers, source)` to `(0, sink)`, given an upper bound on it
-/// (`f64::INFINITY` if none is known).
-fn max_flow_in(graph: &Graph, layers: usize, source: usize, sink: usize, bound: f64) -> f64 {
+    let layers = capacities.len();
     WORKSPACE.with(|work| {
-        solve(
-            graph,
-            layers,
-            source,
-            sink,
-            bound,
-            None,
-            &mut work.borrow_mut(),
-        )
+        let work = &mut work.borrow_mut();
+        solve(&graph, layers, source, sink, f64::INFINITY, None, work)
     })
 }
 
