@@ -51,19 +51,27 @@ pub fn upper_bounds(capacities: &[Matrix], source: usize) -> Vec<f64> {
 /// tolerance does not compound over layers.
 pub(super) const SETTLED: f64 = 1e-13;
 
-/// One flow of a layer: the value reported, and a value a flow is known to reach (the
-/// same, when a search found it).
+/// One flow of a layer: the value reported, a value a flow is known to reach (the same,
+/// when a search found it) and one no flow exceeds (the same, unless a search stopped on
+/// reaching a bound).
 #[derive(Debug, Clone, Copy)]
 pub struct Settled {
     pub value: f64,
     reached: f64,
+    pub upper: f64,
 }
 
 impl Settled {
     pub fn exact(value: f64) -> Self {
+        Self::searched(value, value)
+    }
+
+    /// A search's flow, `reached`, and `upper`, an upper bound on the maximum it proved.
+    pub fn searched(reached: f64, upper: f64) -> Self {
         Self {
-            value,
-            reached: value,
+            value: reached,
+            reached,
+            upper,
         }
     }
 
@@ -73,6 +81,7 @@ impl Settled {
         (bound.is_finite() && bound - reached <= SETTLED * bound).then_some(Self {
             value: bound,
             reached: reached.min(bound),
+            upper: bound,
         })
     }
 }

@@ -7,6 +7,7 @@
 
 use rayon::prelude::*;
 
+use super::bounds::Settled;
 use super::workspace::{Frame, Workspace, UNSEEN};
 use crate::attention::Matrix;
 
@@ -78,30 +79,50 @@ fn transpose(m: &Matrix) -> Matrix {
     Matrix { n, data }
 }
 
-/// The maximum flow from `(L, source)` to `(0, sink)` in the first `L ≥ 1` layers of
+/// Where a search begins.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Start {
+    /// From no flow: the workspace holds none.
+    Empty,
+    /// From the flow the workspace holds: a maximum flow, of this value, from
+    /// `(L - 1, source)` into the same sink, which `(L, source)` feeds down its straight arc.
+    /// The layer-`L` graph contains the layer-`L - 1` one, so that flow, less what the arc
+    /// cannot carry, is a flow here too, and the search adds to it.
+    Below(f64),
+}
+
+/// The maximum flow from `(L, source)` to `(0, sink)` in the first `L ≥ 3` layers of
 /// `graph`. `known_bound` is an upper bound on the answer the caller has proved
 /// (`f64::INFINITY` if none): the search stops as soon as the flow reaches it, without a
 /// last phase to prove that no more can pass. With `top`, the flow found on each arc out of
-/// the source is written there (`n` values), for [`super::lift`]; only for three layers or
-/// more.
+/// the source is written there (`n` values), for [`super::lift`]. The flow stays in `work`
+/// until [`Workspace::reset`], so that the next layer's search can start from it.
+#[allow(clippy::too_many_arguments)]
 pub fn solve(
     graph: &Graph,
     layers: usize,
     source: usize,
     sink: usize,
     known_bound: f64,
+    start: Start,
     top: Option<&mut Vec<f64>>,
     work: &mut Workspace,
-) -> f64 {
+) -> Settled {
     let rows = &graph.layers[..layers];
     let n = rows[0].n;
-    match layers {
-        // One edge.
-        1 => return rows[0].get(source, sink),
-        2 => return two_layer_paths(graph, source, sink).sum(),
-        _ => {}
-    }
+    assert!(layers >= 3, "one or two layers have a closed form");
     work.prepare(layers, n, sink);
+    let held = match start {
+        Start::Empty => 0.0,
+        Start::Below(value) => {
+            let through = value.min(rows[layers - 1].get(source, source));
+            if value > through {
+                work.withdraw(0, sink, value - through, layers - 1);
+            }
+            work.carry(layers - 1, source, source, through);
+            through
+        }
+    };
     let sink_column = graph.arcs_into(0, sink);
     // No flow exceeds what leaves the source or what enters the sink; a known bound is
     // already within what enters the sink (bounds.rs).
@@ -120,11 +141,23 @@ pub fn solve(
         source: (layers * n + source) as u32,
         sink: sink as u32,
         feeder: graph.feeders[sink],
+        untouched_from: match start {
+            Start::Empty => 1,
+            Start::Below(_) => layers - 1,
+        },
     };
     // The first phase needs no search: before any flow, the shortest paths are the
-    // straight ones down the layers, so node (k, i) is at level `L - k`.
+    // straight ones down the layers, so node (k, i) is at level `L - k`. From a flow held,
+    // the straight paths are still the shortest ways down from the new layer, and the
+    // source's own position below it has none left to the sink.
     dinic.straight_levels();
-    let mut total = dinic.first_phase(bound);
+    if start != Start::Empty {
+        dinic.work.bury(layers - 1, source);
+    }
+    let mut total = held;
+    if bound - total > EPS {
+        total += dinic.first_phase(bound - total);
+    }
     while bound - total > EPS {
         let Some(depth) = dinic.levels() else { break };
         total += dinic.blocking_flow(depth, bound - total);
@@ -133,8 +166,11 @@ pub fn solve(
         top.clear();
         top.extend((0..n).map(|m| dinic.work.flow_on(layers - 1, source, m)));
     }
-    dinic.work.reset();
-    total
+    // Stopped on reaching the bound, or with no path left: then the flow is the maximum.
+    match bound - total <= EPS {
+        true => Settled::searched(total, bound),
+        false => Settled::exact(total),
+    }
 }
 
 /// The position of the largest of `values` other than `values[skip]` (`values.len()` if
@@ -172,6 +208,8 @@ struct Dinic<'a, 'w> {
     sink: u32,
     /// The sink's feeder ([`Graph`]).
     feeder: usize,
+    /// The lowest layer whose nodes' arcs down carried no flow when the search began.
+    untouched_from: usize,
 }
 
 impl Dinic<'_, '_> {
@@ -354,12 +392,13 @@ impl Dinic<'_, '_> {
                 }
             }
         }
-        // Past the cursor, the arcs other than those two have carried nothing yet (and
-        // those not straight nor into the sink's position have their flow in the rows).
+        // Past the cursor, the arcs other than those two have carried nothing yet, unless a
+        // flow held from the start passes this layer (and those not straight nor into the
+        // sink's position have their flow in the rows).
         let start = self.work.cursor[u] as usize;
         let mut j = self.work.chained_from(k - 1, start);
         while j < n {
-            let fresh = j > start && j != i && !first.contains(&j);
+            let fresh = j > start && j != i && !first.contains(&j) && k >= self.untouched_from;
             sent += self.push_through(k, i, j, limit - sent, fresh);
             if limit - sent <= EPS {
                 // The arc may have room left: the next visit starts on it.

@@ -110,7 +110,7 @@ impl Workspace {
         }
         receivers.clear();
         self.receivers = receivers;
-        for straight in &mut self.straight[1..self.layers] {
+        for straight in self.straight.iter_mut().take(self.layers).skip(1) {
             straight.fill(0.0);
         }
     }
@@ -173,6 +173,35 @@ impl Workspace {
             self.receivers.push(node as u32);
         }
         senders.push(from as u32);
+    }
+
+    /// Takes up to `amount` of the flow arriving at `(k, j)` off the arcs that carry it, back up
+    /// to layer `top`, where only the source sends any; returns the amount taken (all of it,
+    /// up to rounding, when that much arrives).
+    pub(super) fn withdraw(&mut self, k: usize, j: usize, amount: f64, top: usize) -> f64 {
+        if k == top {
+            return amount;
+        }
+        let mut taken = 0.0;
+        let take = |work: &mut Self, from: usize, taken: &mut f64| {
+            let flow = work.flow_on(k, from, j);
+            if flow > 0.0 {
+                let got = work.withdraw(k + 1, from, flow.min(amount - *taken), top);
+                work.carry(k, from, j, -got);
+                *taken += got;
+            }
+        };
+        // Straight arcs are not among the senders, except into the sink's position.
+        if j != self.sink {
+            take(self, j, &mut taken);
+        }
+        let node = k * self.n + j;
+        let mut p = 0;
+        while amount - taken > 0.0 && p < self.senders[node].len() {
+            take(self, self.senders[node][p] as usize, &mut taken);
+            p += 1;
+        }
+        taken
     }
 
     /// The first node `≥ i` of layer `k` still in the chain (`n` when none is left).
