@@ -86,8 +86,10 @@ pub enum Start {
     Empty,
     /// From the flow the workspace holds: a maximum flow, of this value, from
     /// `(L - 1, source)` into the same sink, which `(L, source)` feeds down its straight arc.
-    /// The layer-`L` graph contains the layer-`L - 1` one, so that flow, less what the arc
-    /// cannot carry, is a flow here too, and the search adds to it.
+    /// The layer-`L` graph contains the layer-`L - 1` one, so that flow is a flow here too,
+    /// and the search adds to it. What the straight arc cannot carry goes round it through
+    /// the other positions of layer `L - 1` where their arcs allow ([`reroute`]), and the
+    /// rest is withdrawn.
     Below(f64),
 }
 
@@ -116,11 +118,13 @@ pub fn solve(
         Start::Empty => 0.0,
         Start::Below(value) => {
             let through = value.min(rows[layers - 1].get(source, source));
+            let mut rerouted = 0.0;
             if value > through {
-                work.withdraw(0, sink, value - through, layers - 1);
+                rerouted = reroute(rows, source, value - through, work);
+                work.withdraw(0, sink, value - through - rerouted, (layers - 1, source));
             }
             work.carry(layers - 1, source, source, through);
-            through
+            through + rerouted
         }
     };
     let sink_column = graph.arcs_into(0, sink);
@@ -143,7 +147,7 @@ pub fn solve(
         feeder: graph.feeders[sink],
         untouched_from: match start {
             Start::Empty => 1,
-            Start::Below(_) => layers - 1,
+            Start::Below(_) => layers + 1,
         },
     };
     // The first phase needs no search: before any flow, the shortest paths are the
@@ -171,6 +175,48 @@ pub fn solve(
         true => Settled::searched(total, bound),
         false => Settled::exact(total),
     }
+}
+
+/// With the workspace holding a flow from `(L - 1, source)`, `L = rows.len()`: moves up to
+/// `deficit` of what that node sends into each `(L - 2, m)` onto paths
+/// `(L, source) → (L - 1, i) → (L - 2, m)` through the other positions (each its own
+/// position first, then the others in order), so that `(L - 1, source)` sends that much
+/// less; returns the amount moved.
+fn reroute(rows: &[Matrix], source: usize, deficit: f64, work: &mut Workspace) -> f64 {
+    let layers = rows.len();
+    let n = rows[0].n;
+    // What (L - 1, source) sends into each (L - 2, m), still to be taken over.
+    let mut wanted: Vec<(usize, f64)> = (0..n)
+        .map(|m| (m, work.flow_on(layers - 2, source, m)))
+        .filter(|&(_, x)| x > 0.0)
+        .collect();
+    let weights = rows[layers - 1].row(source);
+    let mut moved = 0.0;
+    for (i, &weight) in weights.iter().enumerate() {
+        if i == source || weight <= 0.0 || deficit - moved <= 0.0 {
+            continue;
+        }
+        let below = rows[layers - 2].row(i);
+        let mut left = weight.min(deficit - moved);
+        let own = wanted.iter().position(|&(m, _)| m == i);
+        let others = (0..wanted.len()).filter(|&q| Some(q) != own);
+        for q in own.into_iter().chain(others) {
+            let (m, x) = wanted[q];
+            let amount = left.min(x).min(below[m] - work.flow_on(layers - 2, i, m));
+            if amount > 0.0 {
+                work.carry(layers - 1, source, i, amount);
+                work.carry(layers - 2, i, m, amount);
+                work.carry(layers - 2, source, m, -amount);
+                wanted[q].1 -= amount;
+                left -= amount;
+                moved += amount;
+                if left <= 0.0 {
+                    break;
+                }
+            }
+        }
+    }
+    moved
 }
 
 /// The position of the largest of `values` other than `values[skip]` (`values.len()` if

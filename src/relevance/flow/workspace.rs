@@ -178,15 +178,21 @@ impl Workspace {
     /// Takes up to `amount` of the flow arriving at `(k, j)` off the arcs that carry it, back up
     /// to layer `top`, where only the source sends any; returns the amount taken (all of it,
     /// up to rounding, when that much arrives).
-    pub(super) fn withdraw(&mut self, k: usize, j: usize, amount: f64, top: usize) -> f64 {
-        if k == top {
-            return amount;
+    pub(super) fn withdraw(
+        &mut self,
+        k: usize,
+        j: usize,
+        amount: f64,
+        source: (usize, usize),
+    ) -> f64 {
+        if k == source.0 {
+            return if j == source.1 { amount } else { 0.0 };
         }
         let mut taken = 0.0;
         let take = |work: &mut Self, from: usize, taken: &mut f64| {
             let flow = work.flow_on(k, from, j);
             if flow > 0.0 {
-                let got = work.withdraw(k + 1, from, flow.min(amount - *taken), top);
+                let got = work.withdraw(k + 1, from, flow.min(amount - *taken), source);
                 work.carry(k, from, j, -got);
                 *taken += got;
             }
