@@ -3,13 +3,13 @@
 //!
 //! Every (layer, source, sink) triple is its own max-flow problem, solved exactly in f64 by
 //! Dinic's algorithm on the dense layered graph ([`network`]); no capacity is scaled to an
-//! integer, so results agree with networkx's Edmonds–Karp up to rounding. Cheap upper
-//! bounds per source and sink ([`bounds`], and the cut of the layer below widened by one
-//! layer) let each search stop as soon as its flow reaches them, and deep layers' flows are
-//! mostly settled without a search: a flow lifted from the same position's flow one layer
-//! down that reaches the bound ([`lift`]), or, from every position, the flows of the layer
-//! below into the same sink combined ([`Spread`]). From one position, a search starts from
-//! the maximum flow one layer down, which its graph contains, instead of from none. Each
+//! integer, so results agree with networkx's Edmonds–Karp up to rounding. A cheap upper
+//! bound per source and sink ([`bounds`]) lets each search stop as soon as its flow reaches
+//! it, and deep layers' flows are mostly settled without a search: a flow lifted from the
+//! same position's flow one layer down that reaches the bound ([`lift`]), or, from every
+//! position, the flows of the layer below into the same sink combined ([`Spread`]). From
+//! one position, a search starts from the maximum flow one layer down, which its graph
+//! contains, instead of from none, and stops at that flow's cut widened by one layer. Each
 //! sink's problems climb the layers in one task, independent of the other sinks', so rayon
 //! spreads the sinks over threads and each one's arithmetic is the same whatever the
 //! schedule: parallel results are bit-identical to serial ones.
@@ -249,7 +249,6 @@ fn climb_from_every_position_in(
                 _ => {
                     let bound = bounds[layer - 1][source][sink];
                     let weights = augmented[layer - 1].row(source);
-                    let bound = bound.min(cut_above(below[source], weights, source));
                     spread
                         .settles(weights, bound, top)
                         .or_else(|| lift(graph, layer, source, bound, top))
