@@ -5,8 +5,8 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
-use super::npy::read_npy;
-use super::{read_on_host, AttentionStack, HostReader};
+use super::npy::{open_npy, read_npy, CHUNK};
+use super::{fuse_head, read_on_host, AttentionStack, HeadFusion, HostReader};
 use crate::error::{Error, Result};
 use crate::input::open_regular;
 
@@ -68,6 +68,68 @@ pub fn read_attention_file(path: &Path, device: &Device) -> Result<AttentionStac
         Error::Attention(message) => bad(message),
         other => other,
     })
+}
+
+/// [`read_attention_file`] with each layer's heads fused by `fusion` as they are read, for a
+/// stack explained on the host: a C-order .npy file is read a block of rows at a time, each
+/// block checked and fused into the layer, so the stack itself is never held (at n = 512 it is
+/// most of a run's memory, and writing it to fresh memory most of the time to read it). The
+/// fusion is the one [`AttentionStack::fuse`] computes from the whole stack, to the bit, and
+/// the stack can be fused only that way. Any other file, or one that fails a check (whose
+/// message then comes from reading it whole), is read as [`read_attention_file`] reads it.
+pub fn read_fused_attention_file(
+    path: &Path,
+    device: &Device,
+    fusion: HeadFusion,
+) -> Result<AttentionStack> {
+    let npy = path.extension().is_some_and(|e| e == "npy");
+    if npy && device.is_cpu() {
+        if let Some(stack) = fuse_npy(path, fusion) {
+            return stack;
+        }
+    }
+    read_attention_file(path, device)
+}
+
+/// A C-order .npy stack of probabilities, its heads fused as they are read; `None` where
+/// [`read_attention_file`] is to read it instead.
+fn fuse_npy(path: &Path, fusion: HeadFusion) -> Option<Result<AttentionStack>> {
+    let npy = open_npy(path).ok()?;
+    let (layers, heads, n) = match *npy.c_order_shape()? {
+        [layers, n, m] if n == m => (layers, 1, n),
+        [layers, heads, n, m] if n == m => (layers, heads, n),
+        _ => return None,
+    };
+    let tolerance = row_sum_tolerance(npy.dtype());
+    let rows = (CHUNK / n).max(1);
+    let mut fused = vec![0.0; layers * n * n];
+    let read = fused
+        .par_chunks_mut(n * n)
+        .enumerate()
+        .try_for_each(|(l, layer)| {
+            layer
+                .par_chunks_mut(rows * n)
+                .enumerate()
+                .try_for_each_init(
+                    || (Vec::new(), Vec::new()),
+                    |(values, bytes), (b, into)| {
+                        values.resize(into.len(), 0.0);
+                        for h in 0..heads {
+                            let first = ((l * heads + h) * n + b * rows) * n;
+                            npy.read_run(first, values, bytes).ok()?;
+                            if !values.chunks_exact(n).all(|r| is_probability(r, tolerance)) {
+                                return None;
+                            }
+                            fuse_head(into, values, h, heads, fusion);
+                        }
+                        Some(())
+                    },
+                )
+        });
+    read?;
+    Some(AttentionStack::already_fused(
+        layers, heads, n, fused, fusion,
+    ))
 }
 
 /// An attention stack handed over in memory (the Python package's arrays), checked as
@@ -135,11 +197,9 @@ fn check_values<T: Copy + Into<f64> + Sync>(
     // The common case in one pass; a stack that fails it is read again below to say where
     // and why (the sums are the same, so both passes agree).
     let fine = values.par_chunks(n * n).all(|matrix| {
-        matrix.chunks_exact(n).all(|row| {
-            // NaN or an infinity makes the sum NaN or infinite.
-            let (sum, lowest) = row_sum(row);
-            sum.is_finite() && lowest >= 0.0 && (sum - 1.0).abs() <= tolerance
-        })
+        matrix
+            .chunks_exact(n)
+            .all(|row| is_probability(row, tolerance))
     });
     if fine {
         return Ok(());
@@ -184,6 +244,13 @@ fn check_values<T: Copy + Into<f64> + Sync>(
         ));
     }
     Ok(())
+}
+
+/// Whether `row` is finite, non-negative and sums to 1 within `tolerance`.
+fn is_probability<T: Copy + Into<f64>>(row: &[T], tolerance: f64) -> bool {
+    // NaN or an infinity makes the sum NaN or infinite.
+    let (sum, lowest) = row_sum(row);
+    sum.is_finite() && lowest >= 0.0 && (sum - 1.0).abs() <= tolerance
 }
 
 /// A row's sum in f64 and its lowest value (at most 0), over eight interleaved lanes: a
@@ -239,6 +306,72 @@ mod tests {
             .unwrap();
         let stack = read_attention_file(&path, &Device::Cpu).unwrap();
         assert_eq!((stack.layers(), stack.heads(), stack.len()), (2, 1, 4));
+    }
+
+    /// Softmax rows of seeded pseudo-random scores, `[layers, heads, n, n]`, as `dtype`.
+    fn softmax_stack(layers: usize, heads: usize, n: usize, dtype: DType) -> Tensor {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let scores: Vec<f32> = (0..layers * heads * n * n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed >> 40) as f32 / (1u64 << 24) as f32 * 8.0
+            })
+            .collect();
+        let scores = Tensor::from_vec(scores, (layers, heads, n, n), &Device::Cpu).unwrap();
+        let probabilities = candle_nn::ops::softmax_last_dim(&scores).unwrap();
+        probabilities.to_dtype(dtype).unwrap()
+    }
+
+    fn bits(t: &Tensor) -> Vec<u64> {
+        let values: Vec<f64> = t.flatten_all().unwrap().to_vec1().unwrap();
+        values.iter().map(|v| v.to_bits()).collect()
+    }
+
+    #[test]
+    fn fusing_while_reading_gives_the_whole_stacks_fusion() {
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = &Device::Cpu;
+        // n = 300: a layer is read in two blocks of rows; [layers, n, n] counts as one head.
+        let stacks = [
+            softmax_stack(2, 3, 300, DType::F32),
+            softmax_stack(3, 2, 20, DType::F16),
+            softmax_stack(2, 1, 9, DType::F64).squeeze(1).unwrap(),
+        ];
+        for stack in &stacks {
+            let path = save_npy(dir.path(), stack);
+            let whole = read_attention_file(&path, cpu).unwrap();
+            for fusion in [HeadFusion::Mean, HeadFusion::Max, HeadFusion::Min] {
+                let fused = read_fused_attention_file(&path, cpu, fusion).unwrap();
+                assert_eq!(
+                    fused.tensor().dim(1).unwrap(),
+                    1,
+                    "not fused as it was read"
+                );
+                let shape = |s: &AttentionStack| (s.layers(), s.heads(), s.len());
+                assert_eq!(shape(&fused), shape(&whole));
+                let (want, got) = (whole.fuse(fusion).unwrap(), fused.fuse(fusion).unwrap());
+                assert_eq!(bits(&got), bits(&want), "{:?} {fusion:?}", stack.dims());
+                let other = match fusion {
+                    HeadFusion::Mean => HeadFusion::Max,
+                    _ => HeadFusion::Mean,
+                };
+                assert!(fused.fuse(other).is_err());
+            }
+        }
+        // A stack that fails the check is refused with the same message either way.
+        let mut values = vec![0.25f32; 2 * 3 * 16];
+        values[70] = -0.25;
+        let bad = Tensor::from_vec(values, (2, 3, 4, 4), cpu).unwrap();
+        let path = save_npy(dir.path(), &bad);
+        let whole = read_attention_file(&path, cpu).unwrap_err().to_string();
+        let fused = read_fused_attention_file(&path, cpu, HeadFusion::Mean).unwrap_err();
+        assert_eq!(fused.to_string(), whole);
+        assert!(
+            whole.contains("layer 2 head 1 row 1 holds the negative value"),
+            "{whole}"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod npy;
 use candle_core::{DType, Device, Tensor, D};
 use rayon::prelude::*;
 
-pub use file::{checked_attention, read_attention_file};
+pub use file::{checked_attention, read_attention_file, read_fused_attention_file};
 pub use matrix::Matrix;
 
 use crate::error::{Error, Result};
@@ -31,8 +31,12 @@ pub struct AttentionStack {
     /// `[layers, heads, n, n]`, in the float type it came in (f32 from the models), so that
     /// the largest thing held is no larger than it has to be; f32 on Metal, which has no f64.
     /// Every computation on it widens the values as it reads them ([`compute_dtype`]): on the
-    /// host value by value ([`read_on_host`]), on a GPU a layer at a time.
+    /// host value by value ([`read_on_host`]), on a GPU a layer at a time. For a stack whose
+    /// heads were fused as it was read ([`read_fused_attention_file`]), `[layers, 1, n, n]`:
+    /// the fusion, in f64.
     tensor: Tensor,
+    /// For such a stack, how its heads were fused and how many there were.
+    fused_on_reading: Option<(HeadFusion, usize)>,
 }
 
 impl AttentionStack {
@@ -76,6 +80,22 @@ impl AttentionStack {
         };
         Ok(Self {
             tensor: tensor.to_dtype(dtype)?.contiguous()?,
+            fused_on_reading: None,
+        })
+    }
+
+    /// A stack of `heads` heads per layer already fused by `fusion` on the host (before any
+    /// renormalising): `fused` is row-major `[layers][n][n]`, in f64.
+    fn already_fused(
+        layers: usize,
+        heads: usize,
+        n: usize,
+        fused: Vec<f64>,
+        fusion: HeadFusion,
+    ) -> Result<Self> {
+        Ok(Self {
+            tensor: Tensor::from_vec(fused, (layers, 1, n, n), &Device::Cpu)?,
+            fused_on_reading: Some((fusion, heads)),
         })
     }
 
@@ -96,7 +116,8 @@ impl AttentionStack {
     }
 
     pub fn heads(&self) -> usize {
-        self.tensor.dims()[1]
+        self.fused_on_reading
+            .map_or(self.tensor.dims()[1], |(_, heads)| heads)
     }
 
     /// The number of tokens.
@@ -108,7 +129,8 @@ impl AttentionStack {
         self.len() == 0
     }
 
-    /// The stack itself, `[layers, heads, n, n]`.
+    /// The stack itself, `[layers, heads, n, n]` (one head, the fusion, if the heads were
+    /// fused as it was read).
     pub fn tensor(&self) -> &Tensor {
         &self.tensor
     }
@@ -121,10 +143,18 @@ impl AttentionStack {
             heads: self.heads(),
             size: n * n,
         };
-        let fused = match read_on_host(&self.tensor, reader) {
-            // On the host, one pass over the stack, widening each value as it is read.
-            Some(values) => Tensor::from_vec(values, (layers, n, n), &Device::Cpu)?,
-            None => self.fuse_on_device(fusion)?,
+        let fused = match self.fused_on_reading {
+            Some((done, _)) if done == fusion => self.tensor.squeeze(1)?,
+            Some((done, _)) => {
+                return Err(Error::Attention(format!(
+                    "its heads were fused by {done:?} as it was read; read it again to fuse them by {fusion:?}"
+                )))
+            }
+            None => match read_on_host(&self.tensor, reader) {
+                // On the host, one pass over the stack, widening each value as it is read.
+                Some(values) => Tensor::from_vec(values, (layers, n, n), &Device::Cpu)?,
+                None => self.fuse_on_device(fusion)?,
+            },
         };
         Ok(match fusion {
             HeadFusion::Mean => fused,
@@ -219,20 +249,32 @@ impl HostReader for FuseHeads {
             .par_chunks_exact_mut(self.size)
             .zip(layers)
             .for_each(|(into, layer)| {
-                let (first, rest) = layer.split_at(self.size);
-                combine(into, first, |_, b| b);
-                let heads = rest.chunks_exact(self.size);
-                match self.fusion {
-                    HeadFusion::Mean => {
-                        heads.for_each(|head| combine(into, head, |a, b| a + b));
-                        let scale = 1.0 / self.heads as f64;
-                        into.iter_mut().for_each(|a| *a *= scale);
-                    }
-                    HeadFusion::Max => heads.for_each(|head| combine(into, head, f64::max)),
-                    HeadFusion::Min => heads.for_each(|head| combine(into, head, f64::min)),
+                for (h, head) in layer.chunks_exact(self.size).enumerate() {
+                    fuse_head(into, head, h, self.heads, self.fusion);
                 }
             });
         fused
+    }
+}
+
+/// Fuses head `h` of `heads` (any part of it) into `into`, the same part of the fusion so
+/// far; the heads come in order. The arithmetic of [`FuseHeads`], wherever the heads are read.
+fn fuse_head<T: Copy + Into<f64>>(
+    into: &mut [f64],
+    head: &[T],
+    h: usize,
+    heads: usize,
+    fusion: HeadFusion,
+) {
+    match (h, fusion) {
+        (0, _) => combine(into, head, |_, b| b),
+        (_, HeadFusion::Mean) => combine(into, head, |a, b| a + b),
+        (_, HeadFusion::Max) => combine(into, head, f64::max),
+        (_, HeadFusion::Min) => combine(into, head, f64::min),
+    }
+    if fusion == HeadFusion::Mean && h + 1 == heads {
+        let scale = 1.0 / heads as f64;
+        into.iter_mut().for_each(|a| *a *= scale);
     }
 }
 

@@ -25,8 +25,23 @@ struct Header {
     shape: Vec<usize>,
 }
 
+/// A .npy file whose header has been read and checked against the bytes the file holds.
+pub struct Npy {
+    file: File,
+    header: Header,
+    /// The byte where the values start.
+    data: u64,
+    /// How many values the header promises.
+    count: usize,
+}
+
 /// Reads a .npy file of floating-point values into a CPU tensor of its own dtype.
 pub fn read_npy(path: &Path) -> Result<Tensor, String> {
+    open_npy(path)?.read()
+}
+
+/// Opens a .npy file of floating-point values and checks its header.
+pub fn open_npy(path: &Path) -> Result<Npy, String> {
     let mut file = open_regular(path).map_err(|e| e.to_string())?;
     let size = file.metadata().map_err(|e| e.to_string())?.len();
     let mut prefix = [0u8; 10];
@@ -76,42 +91,104 @@ pub fn read_npy(path: &Path) -> Result<Tensor, String> {
             ))
         }
     };
-    let shape = match header.fortran_order {
-        true => header.shape.iter().rev().copied().collect(),
-        false => header.shape.clone(),
-    };
-    let count = bytes / header.dtype.size_in_bytes();
-    let big = header.big_endian;
-    let data = (start + header_len) as u64;
-    // Straight into a vector of the file's own type: the stack is most of the memory a run
-    // needs, so it is never held twice (as bytes and as values).
-    let tensor = match header.dtype {
-        DType::F16 => {
-            let values = read_values(&file, data, count, big, half::f16::from_bits)?;
-            Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
-        }
-        DType::F32 => {
-            let values = read_values(&file, data, count, big, f32::from_bits)?;
-            Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
-        }
-        _ => {
-            let values = read_values(&file, data, count, big, f64::from_bits)?;
-            Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
-        }
+    Ok(Npy {
+        file,
+        count: bytes / header.dtype.size_in_bytes(),
+        header,
+        data: (start + header_len) as u64,
+    })
+}
+
+impl Npy {
+    /// The array's shape, when its values lie in C (row-major) order; `None` for Fortran
+    /// order.
+    pub fn c_order_shape(&self) -> Option<&[usize]> {
+        (!self.header.fortran_order).then_some(self.header.shape.as_slice())
     }
-    .map_err(|e| e.to_string())?;
-    if header.fortran_order && shape.len() > 1 {
-        let reversed: Vec<usize> = (0..shape.len()).rev().collect();
-        return tensor
-            .permute(reversed)
-            .and_then(|t| t.contiguous())
-            .map_err(|e| e.to_string());
+
+    /// The type the values are stored in.
+    pub fn dtype(&self) -> DType {
+        self.header.dtype
     }
-    Ok(tensor)
+
+    /// All the values, as a CPU tensor of their own dtype and the header's shape.
+    pub fn read(self) -> Result<Tensor, String> {
+        let header = &self.header;
+        let shape: Vec<usize> = match header.fortran_order {
+            true => header.shape.iter().rev().copied().collect(),
+            false => header.shape.clone(),
+        };
+        let (file, data, count, big) = (&self.file, self.data, self.count, header.big_endian);
+        // Straight into a vector of the file's own type: the stack is most of the memory a
+        // run needs, so it is never held twice (as bytes and as values).
+        let tensor = match header.dtype {
+            DType::F16 => {
+                let values = read_values(file, data, count, big, half::f16::from_bits)?;
+                Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
+            }
+            DType::F32 => {
+                let values = read_values(file, data, count, big, f32::from_bits)?;
+                Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
+            }
+            _ => {
+                let values = read_values(file, data, count, big, f64::from_bits)?;
+                Tensor::from_vec(values, shape.as_slice(), &Device::Cpu)
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        if header.fortran_order && shape.len() > 1 {
+            let reversed: Vec<usize> = (0..shape.len()).rev().collect();
+            return tensor
+                .permute(reversed)
+                .and_then(|t| t.contiguous())
+                .map_err(|e| e.to_string());
+        }
+        Ok(tensor)
+    }
+
+    /// Reads `into.len()` values from value `first` on (in storage order), each widened to
+    /// f64, through `bytes`, a buffer the caller keeps between calls.
+    pub fn read_run(
+        &self,
+        first: usize,
+        into: &mut [f64],
+        bytes: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let size = self.header.dtype.size_in_bytes();
+        if first + into.len() > self.count {
+            return Err(format!(
+                "values {first}.. lie past the array's {}",
+                self.count
+            ));
+        }
+        bytes.resize(into.len() * size, 0);
+        read_exact_at(&self.file, bytes, self.data + (first * size) as u64)
+            .map_err(|e| e.to_string())?;
+        let big = self.header.big_endian;
+        match self.header.dtype {
+            DType::F16 => decode(bytes, into, big, |b| half::f16::from_bits(b).to_f64()),
+            DType::F32 => decode(bytes, into, big, |b| f32::from_bits(b) as f64),
+            _ => decode(bytes, into, big, f64::from_bits),
+        }
+        Ok(())
+    }
+}
+
+/// Each `N` bytes of `bytes`, in either byte order, through `from_bits` into `values`.
+fn decode<T, const N: usize, B: Bits<N>>(
+    bytes: &[u8],
+    values: &mut [T],
+    big_endian: bool,
+    from_bits: impl Fn(B) -> T,
+) {
+    for (value, bytes) in values.iter_mut().zip(bytes.chunks_exact(N)) {
+        let bytes: [u8; N] = bytes.try_into().expect("chunks of N bytes");
+        *value = from_bits(B::from_bytes(bytes, big_endian));
+    }
 }
 
 /// Values read at a time by one thread.
-const CHUNK: usize = 1 << 16;
+pub const CHUNK: usize = 1 << 16;
 
 /// Reads `count` values of `N` bytes each from byte `offset` on, in either byte order: chunks
 /// of the file are read and converted on all threads at once, each through a small buffer
@@ -132,10 +209,7 @@ fn read_values<T: Copy + Default + Send, const N: usize, B: Bits<N>>(
             |buffer, (c, chunk)| {
                 let bytes = &mut buffer[..chunk.len() * N];
                 read_exact_at(file, bytes, offset + (c * CHUNK * N) as u64)?;
-                for (value, bytes) in chunk.iter_mut().zip(bytes.chunks_exact(N)) {
-                    let bytes: [u8; N] = bytes.try_into().expect("chunks of N bytes");
-                    *value = from_bits(B::from_bytes(bytes, big_endian));
-                }
+                decode(bytes, chunk, big_endian, &from_bits);
                 Ok::<_, std::io::Error>(())
             },
         )

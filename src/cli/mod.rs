@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use bert_explain::{
-    attention::read_attention_file,
+    attention::read_fused_attention_file,
     causal::is_causal,
     device,
     explain::{explain_attention, EvaluateOptions, Progress},
@@ -233,7 +233,7 @@ fn explain_file(
     device: &candle_core::Device,
     options: &ExplainOptions,
 ) -> anyhow::Result<Report> {
-    let stack = read_attention_file(file, device)?;
+    let stack = read_fused_attention_file(file, device, options.relevance.fusion)?;
     let tokens = tokens.map(|t| t.split_whitespace().map(String::from).collect());
     let name = file.display().to_string();
     Ok(explain_attention(&name, &stack, tokens, options)?)
