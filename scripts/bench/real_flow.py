@@ -4,9 +4,12 @@
 Both are whole `bert-explain --attention FILE --json` processes on the same saved attention of the
 real all-MiniLM-L6-v2 (scripts/bench/real_attention.py: English text of exactly n tokens; its 6
 layers, and the same 6 tiled to 12, bert-base's depth). For each stack: flow from one position
-(best of 3 runs, several targets), and flow from every position (`--all-positions`, one run).
-Prints a markdown table with the wall times, their ratio, the peak RSS of each process, and the
-largest difference between the two engines' maps, relative to the larger of the two values.
+(best of 5 runs, old and new in turn, several targets), and flow from every position
+(`--all-positions`, one run). Prints a markdown table with the wall times, their ratio, the peak
+RSS of each process, and the largest difference between the two engines' maps, relative to the
+larger of the two values. A timed run from one position is the bare process (at n = 128 a run
+takes a few milliseconds, and GNU time around it would add its own start to both engines); its
+peak RSS comes from one more run under GNU time.
 
     real_flow.py --new BIN --old BIN --attention-dir DIR [--sizes 128,512] [--all-positions 128]
 
@@ -39,9 +42,25 @@ def run(binary, args):
         return wall, int(peak.read().split()[-1]) / 1024, json.load(out)
 
 
-def best_of(runs, binary, args):
-    results = [run(binary, args) for _ in range(runs)]
-    return min(r[0] for r in results), max(r[1] for r in results), results[0][2]
+def side_by_side(runs, binaries, args):
+    """Each binary `runs` times, in turn: per binary (best wall seconds, peak RSS in MiB, parsed
+    JSON report of its first run)."""
+    walls = [[] for _ in binaries]
+    reports = [None for _ in binaries]
+    for _ in range(runs):
+        for b, binary in enumerate(binaries):
+            with tempfile.TemporaryFile() as out:
+                start = time.perf_counter()
+                done = subprocess.run([binary, *args, "--json"], stdout=out,
+                                      stderr=subprocess.PIPE)
+                walls[b].append(time.perf_counter() - start)
+                if done.returncode != 0:
+                    sys.exit(f"{binary} {' '.join(args)} failed: {done.stderr.decode()}")
+                if reports[b] is None:
+                    out.seek(0)
+                    reports[b] = json.load(out)
+    return [(min(walls[b]), run(binary, args)[1], reports[b])
+            for b, binary in enumerate(binaries)]
 
 
 def largest_difference(a, b):
@@ -72,8 +91,7 @@ def main():
             path = os.path.join(args.attention_dir, f"minilm-L{layers}-n{n}.npy")
             for target in (0, n // 4, n // 2):
                 case = ["--attention", path, "--target", str(target)]
-                old = best_of(3, args.old, case)
-                new = best_of(3, args.new, case)
+                old, new = side_by_side(5, [args.old, args.new], case)
                 diff = largest_difference(old[2]["relevance"]["flow"], new[2]["relevance"]["flow"])
                 print(f"| L = {layers}, n = {n} | flow from position {target} | {old[0]:.3f} "
                       f"| {new[0]:.3f} | {old[0] / new[0]:.1f}× | {old[1]:.0f} | {new[1]:.0f} "
