@@ -499,7 +499,7 @@ mod tests {
     #[test]
     fn searches_from_the_flow_below_equal_those_from_none() {
         let mut uniform = uniform_values(0x51_7cc1_b727_220a);
-        let (mut withdrawn, mut searches) = (0, 0);
+        let (mut narrow, mut searches) = (0, 0);
         for trial in 0..12 {
             let (n, layers) = (4 + trial % 7, 7);
             let caps = random_graph(&mut uniform, layers, n, 1 + trial as i32 % 3);
@@ -532,16 +532,16 @@ mod tests {
                         alone.value
                     );
                     assert!((top.iter().sum::<f64>() - from.value).abs() <= 1e-14);
-                    // Where the straight arc is narrower than the flow below, some is taken
-                    // off the flow first.
-                    withdrawn += usize::from(caps[l - 1].get(source, source) < below.value);
+                    // Where the straight arc is narrower than the flow below, some of the
+                    // flow goes round it or is withdrawn first.
+                    narrow += usize::from(caps[l - 1].get(source, source) < below.value);
                     searches += 1;
                 }
             }
         }
         assert!(
-            withdrawn * 10 > searches && withdrawn < searches,
-            "{withdrawn} of {searches} searches withdrew flow"
+            narrow * 10 > searches && narrow < searches,
+            "{narrow} of {searches} searches started past a narrow arc"
         );
     }
 

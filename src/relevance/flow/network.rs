@@ -121,7 +121,10 @@ pub fn solve(
             let mut rerouted = 0.0;
             if value > through {
                 rerouted = reroute(rows, source, value - through, work);
-                work.withdraw(0, sink, value - through - rerouted, (layers - 1, source));
+                let rest = value - through - rerouted;
+                if rest > 0.0 {
+                    work.withdraw(0, sink, rest, (layers - 1, source));
+                }
             }
             work.carry(layers - 1, source, source, through);
             through + rerouted
@@ -193,7 +196,10 @@ fn reroute(rows: &[Matrix], source: usize, deficit: f64, work: &mut Workspace) -
     let weights = rows[layers - 1].row(source);
     let mut moved = 0.0;
     for (i, &weight) in weights.iter().enumerate() {
-        if i == source || weight <= 0.0 || deficit - moved <= 0.0 {
+        if deficit - moved <= 0.0 {
+            break;
+        }
+        if i == source || weight <= 0.0 {
             continue;
         }
         let below = rows[layers - 2].row(i);

@@ -175,9 +175,9 @@ impl Workspace {
         senders.push(from as u32);
     }
 
-    /// Takes up to `amount` of the flow arriving at `(k, j)` off the arcs that carry it, back up
-    /// to layer `top`, where only the source sends any; returns the amount taken (all of it,
-    /// up to rounding, when that much arrives).
+    /// Takes up to `amount` of the flow arriving at `(k, j)` off the arcs that carry it from
+    /// `source` (a layer and a position above); returns the amount taken (all of it, up to
+    /// rounding, when that much arrives from there).
     pub(super) fn withdraw(
         &mut self,
         k: usize,
@@ -191,7 +191,7 @@ impl Workspace {
         let mut taken = 0.0;
         let take = |work: &mut Self, from: usize, taken: &mut f64| {
             let flow = work.flow_on(k, from, j);
-            if flow > 0.0 {
+            if flow > 0.0 && amount > *taken {
                 let got = work.withdraw(k + 1, from, flow.min(amount - *taken), source);
                 work.carry(k, from, j, -got);
                 *taken += got;
