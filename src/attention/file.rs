@@ -111,16 +111,21 @@ fn fuse_npy(path: &Path, fusion: HeadFusion) -> Option<Result<AttentionStack>> {
                 .par_chunks_mut(rows * n)
                 .enumerate()
                 .try_for_each_init(
-                    || (Vec::new(), Vec::new()),
-                    |(values, bytes), (b, into)| {
-                        values.resize(into.len(), 0.0);
+                    || (vec![0.0; n], Vec::new()),
+                    |(row, bytes), (b, into)| {
+                        let width = npy.dtype().size_in_bytes() * n;
                         for h in 0..heads {
                             let first = ((l * heads + h) * n + b * rows) * n;
-                            npy.read_run(first, values, bytes).ok()?;
-                            if !values.chunks_exact(n).all(|r| is_probability(r, tolerance)) {
-                                return None;
+                            npy.read_run(first, into.len(), bytes).ok()?;
+                            // Row by row, each widened, checked and fused while in cache.
+                            for (fused, stored) in into.chunks_exact_mut(n).zip(bytes.chunks(width))
+                            {
+                                npy.widen(stored, row);
+                                if !is_probability(row, tolerance) {
+                                    return None;
+                                }
+                                fuse_head(fused, row, h, heads, fusion);
                             }
-                            fuse_head(into, values, h, heads, fusion);
                         }
                         Some(())
                     },

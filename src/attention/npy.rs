@@ -146,31 +146,29 @@ impl Npy {
         Ok(tensor)
     }
 
-    /// Reads `into.len()` values from value `first` on (in storage order), each widened to
-    /// f64, through `bytes`, a buffer the caller keeps between calls.
-    pub fn read_run(
-        &self,
-        first: usize,
-        into: &mut [f64],
-        bytes: &mut Vec<u8>,
-    ) -> Result<(), String> {
+    /// Reads `count` values from value `first` on (in storage order) into `bytes`, as they are
+    /// stored; [`Self::widen`] reads them.
+    pub fn read_run(&self, first: usize, count: usize, bytes: &mut Vec<u8>) -> Result<(), String> {
         let size = self.header.dtype.size_in_bytes();
-        if first + into.len() > self.count {
+        if first + count > self.count {
             return Err(format!(
                 "values {first}.. lie past the array's {}",
                 self.count
             ));
         }
-        bytes.resize(into.len() * size, 0);
+        bytes.resize(count * size, 0);
         read_exact_at(&self.file, bytes, self.data + (first * size) as u64)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())
+    }
+
+    /// Values as [`Self::read_run`] left them, `into.len()` of them, each widened to f64.
+    pub fn widen(&self, bytes: &[u8], into: &mut [f64]) {
         let big = self.header.big_endian;
         match self.header.dtype {
             DType::F16 => decode(bytes, into, big, |b| half::f16::from_bits(b).to_f64()),
             DType::F32 => decode(bytes, into, big, |b| f32::from_bits(b) as f64),
             _ => decode(bytes, into, big, f64::from_bits),
         }
-        Ok(())
     }
 }
 
