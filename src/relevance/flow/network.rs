@@ -505,12 +505,15 @@ impl Dinic<'_, '_> {
         amount
     }
 
-    /// The capacity of arc `(k + 1, i) → (k, j)`, from where it is kept in order.
+    /// The capacity of arc `(k + 1, i) → (k, j)`, from where it is kept in order: the arcs
+    /// into the sink's position and into layer 1's feeder (each node of layer 2 tries those
+    /// two first) from the transposes, the straight ones from the diagonals.
     #[inline(always)]
     fn capacity(&self, k: usize, i: usize, j: usize) -> f64 {
         match () {
             _ if j == self.sink as usize => self.graph.arcs_into(k, j)[i],
             _ if j == i => self.graph.diagonals[k][i],
+            _ if k == 1 && j == self.feeder => self.graph.arcs_into(1, j)[i],
             _ => self.rows[k].get(i, j),
         }
     }
