@@ -9,7 +9,7 @@ use candle_core::{DType, Device, Tensor, D};
 use rayon::prelude::*;
 
 pub use file::{checked_attention, read_attention_file, read_fused_attention_file};
-pub use matrix::Matrix;
+pub use matrix::{AsLayer, HostLayers, Layer, Matrix};
 
 use crate::error::{Error, Result};
 

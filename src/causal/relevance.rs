@@ -10,7 +10,7 @@
 use candle_core::{DType, Device, IndexOp, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{with_residual, AttentionStack, Matrix};
+use crate::attention::{with_residual, AttentionStack, HostLayers};
 use crate::error::Result;
 use crate::relevance::{flow, joint_attention, RelevanceOptions};
 
@@ -63,11 +63,11 @@ pub fn causal_relevance(
     };
     let flow = match methods.flow {
         true => {
-            let capacities = Matrix::from_layers(&augmented)?;
+            let capacities = HostLayers::new(&augmented)?;
             let per_token = rows
                 .clone()
                 .map(|t| {
-                    let layers = flow(&capacities, t);
+                    let layers = capacities.read(|capacities| flow(capacities, t));
                     (0..prompt)
                         .map(|j| layers.iter().map(|row| row[j]).collect())
                         .collect()

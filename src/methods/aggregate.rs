@@ -6,7 +6,7 @@
 use candle_core::{IndexOp, Tensor};
 
 use super::{MethodMaps, Mixing};
-use crate::attention::{normalise_rows, with_residual, Matrix};
+use crate::attention::{normalise_rows, with_residual, HostLayers};
 use crate::error::Result;
 use crate::relevance::{flow, joint_attention};
 
@@ -32,7 +32,7 @@ pub struct Propagated {
     /// `[L, n, n]`: the rows of the rollout.
     rollout: Tensor,
     /// The matrices flow runs on.
-    capacities: Vec<Matrix>,
+    capacities: HostLayers,
 }
 
 impl Propagated {
@@ -45,7 +45,7 @@ impl Propagated {
             return Ok(Self {
                 layer: matrices.clone(),
                 rollout: normalise_rows(&joint_attention(&steps)?)?,
-                capacities: Matrix::from_layers(&normalise_rows(&steps)?)?,
+                capacities: HostLayers::new(&normalise_rows(&steps)?)?,
             });
         }
         // The model's softmax rows as they are; every other matrix normalised.
@@ -60,7 +60,7 @@ impl Propagated {
         Ok(Self {
             layer: normalised,
             rollout: joint_attention(&augmented)?,
-            capacities: Matrix::from_layers(&augmented)?,
+            capacities: HostLayers::new(&augmented)?,
         })
     }
 
@@ -76,7 +76,7 @@ impl Propagated {
 
     /// The `flow` map of `target`, `[L][n]`.
     pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
-        flow(&self.capacities, target)
+        self.capacities.read(|capacities| flow(capacities, target))
     }
 }
 

@@ -12,7 +12,7 @@ pub use rollout::{joint_attention, rollout};
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{with_residual, AttentionStack, HeadFusion, Matrix};
+use crate::attention::{with_residual, AttentionStack, HeadFusion, HostLayers};
 use crate::error::Result;
 
 /// How attention becomes relevance.
@@ -49,11 +49,11 @@ pub struct AllPositions {
 }
 
 /// The layers as a graph: fused and residual-augmented attention on the device, and the
-/// capacities that flow needs on the host.
+/// capacities that flow reads on the host.
 pub struct AttentionGraph {
     fused: Tensor,
     augmented: Tensor,
-    capacities: Vec<Matrix>,
+    capacities: HostLayers,
 }
 
 impl AttentionGraph {
@@ -61,7 +61,7 @@ impl AttentionGraph {
         let fused = stack.fuse(options.fusion)?;
         let augmented = with_residual(&fused, options.residual)?;
         Ok(Self {
-            capacities: Matrix::from_layers(&augmented)?,
+            capacities: HostLayers::new(&augmented)?,
             augmented,
             fused,
         })
@@ -88,7 +88,7 @@ impl AttentionGraph {
 
     /// Flow alone for `target` (< n), `[L][n]`.
     pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
-        flow(&self.capacities, target)
+        self.capacities.read(|capacities| flow(capacities, target))
     }
 
     /// Rollout and flow from every position, calling `progress(done, total)` as the flows
@@ -96,7 +96,9 @@ impl AttentionGraph {
     pub fn all_positions(&self, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<AllPositions> {
         Ok(AllPositions {
             rollout: host(&joint_attention(&self.augmented)?)?.to_vec3()?,
-            flow: flow_from_every_position_with(&self.capacities, progress),
+            flow: self
+                .capacities
+                .read(|capacities| flow_from_every_position_with(capacities, progress)),
         })
     }
 }

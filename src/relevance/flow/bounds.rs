@@ -18,12 +18,12 @@
 //! sink's in-capacity, or the source's out-capacity); then this lower bound meets the upper
 //! one and the next layer's flow is settled with no search at all.
 
-use crate::attention::Matrix;
+use crate::attention::Layer;
 
 /// For the source `(L, source)`, `L = capacities.len()`: an upper bound on the maximum flow
 /// to each sink `(0, j)`, `[n]`. With fewer than three layers the answer has a closed form and
 /// no bound is needed: every entry is infinite.
-pub fn upper_bounds(capacities: &[Matrix], source: usize) -> Vec<f64> {
+pub fn upper_bounds(capacities: &[Layer], source: usize) -> Vec<f64> {
     let layers = capacities.len();
     let n = capacities.first().map_or(0, |m| m.n);
     if layers < 3 {
@@ -146,7 +146,12 @@ impl Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::{AsLayer, Matrix};
     use crate::relevance::flow::max_flow;
+
+    fn layers(matrices: &[Matrix]) -> Vec<Layer<'_>> {
+        matrices.iter().map(AsLayer::as_layer).collect()
+    }
 
     #[test]
     fn bounds_every_flow_and_meets_it_where_each_arc_is_the_bottleneck() {
@@ -161,14 +166,14 @@ mod tests {
             m(&[0.6, 0.4, 0.0, 1.0]),
         ];
         for source in 0..2 {
-            let bounds = upper_bounds(&caps, source);
+            let bounds = upper_bounds(&layers(&caps), source);
             for (sink, &bound) in bounds.iter().enumerate() {
                 assert!(max_flow(&caps, source, sink) <= bound + 1e-15);
             }
         }
         // From (3, 1): reach (2, ·) = [0, 1]; (1, ·) = [min(1, .2), min(1, .8)] = [.2, .8];
         // sink 0: min(.2, .5) + min(.8, .25) = .45, which a flow attains.
-        let bounds = upper_bounds(&caps, 1);
+        let bounds = upper_bounds(&layers(&caps), 1);
         assert!((bounds[0] - 0.45).abs() < 1e-15);
         assert!((max_flow(&caps, 1, 0) - 0.45).abs() < 1e-15);
     }
@@ -188,7 +193,7 @@ mod tests {
                     .collect();
                 let spread = Spread::of(&below);
                 for t in 0..3 {
-                    let bound = upper_bounds(&caps[..l], t)[j];
+                    let bound = upper_bounds(&layers(&caps[..l]), t)[j];
                     let exact = max_flow(&caps[..l], t, j);
                     assert!(exact <= bound + 1e-15);
                     let weights = caps[l - 1].row(t);

@@ -19,7 +19,7 @@
 //! flows of layer 5, nine in ten of layer 6 and nearly all from layer 7 on.
 
 use super::workspace::first_in_chain;
-use crate::attention::Matrix;
+use crate::attention::Layer;
 
 /// Scratch memory for lifts, reused by one thread.
 #[derive(Default)]
@@ -37,8 +37,8 @@ impl Lifter {
     /// `below` holds `C_{l-1}`.
     pub fn lift(
         &mut self,
-        above: &Matrix,
-        below: &Matrix,
+        above: &Layer,
+        below: &Layer,
         target: usize,
         top: &[f64],
     ) -> (f64, Vec<f64>) {
@@ -62,7 +62,7 @@ impl Lifter {
     fn deliver(
         &mut self,
         weights: &[f64],
-        below: &Matrix,
+        below: &Layer,
         target: usize,
         top: &[f64],
         needed: f64,
@@ -119,6 +119,7 @@ impl Lifter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::{AsLayer, Matrix};
 
     fn matrix(data: &[f64]) -> Matrix {
         Matrix {
@@ -133,7 +134,8 @@ mod tests {
         // from above, so position 1 must deliver 0.2: it sends its 0.3 straight down.
         let above = matrix(&[0.7, 0.3, 0.5, 0.5]);
         let below = matrix(&[0.6, 0.4, 0.25, 0.75]);
-        let (value, sent) = Lifter::default().lift(&above, &below, 0, &[0.6, 0.3]);
+        let (value, sent) =
+            Lifter::default().lift(&above.as_layer(), &below.as_layer(), 0, &[0.6, 0.3]);
         assert!((value - 0.9).abs() < 1e-15);
         assert!((sent[0] - 0.6).abs() < 1e-15 && sent[1] == 0.3);
     }
@@ -144,7 +146,8 @@ mod tests {
         // only 0.1 and its arc into (l-2, 0) carries 0.02: 0.12 delivered, 0.62 in all.
         let above = matrix(&[0.5, 0.5, 0.5, 0.5]);
         let below = matrix(&[0.9, 0.1, 0.02, 0.98]);
-        let (value, sent) = Lifter::default().lift(&above, &below, 0, &[0.8, 0.1]);
+        let (value, sent) =
+            Lifter::default().lift(&above.as_layer(), &below.as_layer(), 0, &[0.8, 0.1]);
         assert!((value - 0.62).abs() < 1e-15);
         assert!((sent[0] - 0.5).abs() < 1e-15 && (sent[1] - 0.12).abs() < 1e-15);
     }

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
-use crate::attention::Matrix;
+use crate::attention::{AsLayer, Layer};
 use bounds::{upper_bounds, Settled, Spread};
 use lift::Lifter;
 use network::{solve, two_layer_paths, Graph, Start};
@@ -42,8 +42,9 @@ thread_local! {
 /// `augmented`: `L` matrices, each `n × n` (`augmented[k]` is `Â_{k+1}`, row-stochastic,
 /// residual added); `target < n`. Returns `[L][n]`: row `l - 1` is the maximum flow from
 /// `(l, target)` to each input token `(0, j)`, normalised to sum to 1 (SPEC §1).
-pub fn flow(augmented: &[Matrix], target: usize) -> Vec<Vec<f64>> {
-    let n = size(augmented);
+pub fn flow(augmented: &[impl AsLayer], target: usize) -> Vec<Vec<f64>> {
+    let (augmented, n) = &checked(augmented);
+    let (augmented, n) = (&augmented[..], *n);
     let layers = augmented.len();
     let bounds: Vec<Vec<f64>> = (1..=layers)
         .into_par_iter()
@@ -162,7 +163,7 @@ fn lift(
 /// `augmented`: `L` matrices, each `n × n`, as for [`flow`]. Returns `[L][n][n]`:
 /// `[l - 1][i][j]` is the maximum flow from `(l, i)` to `(0, j)`, normalised over `j` to
 /// sum to 1; `[..][i][..]` equals `flow(augmented, i)`.
-pub fn flow_from_every_position(augmented: &[Matrix]) -> Vec<Vec<Vec<f64>>> {
+pub fn flow_from_every_position(augmented: &[impl AsLayer]) -> Vec<Vec<Vec<f64>>> {
     flow_from_every_position_with(augmented, &|_, _| {})
 }
 
@@ -174,10 +175,11 @@ pub fn flow_from_every_position(augmented: &[Matrix]) -> Vec<Vec<Vec<f64>>> {
 /// combined ([`Spread`]), or by lifting the same position's flow from the layer below
 /// ([`lift`]).
 pub fn flow_from_every_position_with(
-    augmented: &[Matrix],
+    augmented: &[impl AsLayer],
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Vec<Vec<f64>>> {
-    let n = size(augmented);
+    let (augmented, n) = &checked(augmented);
+    let (augmented, n) = (&augmented[..], *n);
     let layers = augmented.len();
     let graph = Graph::new(augmented);
     // `[l - 1][source][sink]`.
@@ -273,9 +275,9 @@ fn climb_from_every_position_in(
 ///
 /// `capacities`: `L ≥ 1` matrices, each `n × n`, non-negative; `capacities[k][i][j]` is the
 /// capacity of edge `(k + 1, i) → (k, j)`. `source, sink < n`. Exact in f64.
-pub fn max_flow(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
-    size(capacities);
-    let graph = Graph::new(capacities);
+pub fn max_flow(capacities: &[impl AsLayer], source: usize, sink: usize) -> f64 {
+    let (capacities, _) = checked(capacities);
+    let graph = Graph::new(&capacities);
     match capacities.len() {
         layers @ (1 | 2) => first_layers(&graph, layers, source, sink, &mut Vec::new()).value,
         layers => WORKSPACE.with(|work| {
@@ -296,8 +298,10 @@ pub fn max_flow(capacities: &[Matrix], source: usize, sink: usize) -> f64 {
     }
 }
 
-/// `n`, after checking that every layer is `n × n`.
-fn size(layers: &[Matrix]) -> usize {
+/// The layers as the engine reads them, and `n`, after checking that every layer is
+/// `n × n`.
+fn checked(layers: &[impl AsLayer]) -> (Vec<Layer<'_>>, usize) {
+    let layers: Vec<Layer> = layers.iter().map(AsLayer::as_layer).collect();
     let n = layers.first().map_or(0, |m| m.n);
     for (k, m) in layers.iter().enumerate() {
         assert!(
@@ -305,7 +309,7 @@ fn size(layers: &[Matrix]) -> usize {
             "layer {k} of the attention graph is not {n} × {n}"
         );
     }
-    n
+    (layers, n)
 }
 
 /// `[n]` maximum flows → shares summing to 1 (all zero stays zero).
@@ -321,6 +325,7 @@ fn normalise(values: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::Matrix;
     use workspace::Workspace;
 
     const INF: f64 = f64::INFINITY;
@@ -438,7 +443,8 @@ mod tests {
             let (n, layers) = (5 + trial % 6, 8);
             let caps = random_graph(&mut uniform, layers, n, 3);
             let target = trial % n;
-            let graph = Graph::new(&caps);
+            let (views, _) = checked(&caps);
+            let graph = Graph::new(&views);
             for sink in 0..n {
                 // Each layer searched alone, and where the lift from the layer below settles
                 // it, the bound it settles on is the searched value.
@@ -459,10 +465,11 @@ mod tests {
                     );
                     let exact = exact.value;
                     work.reset();
-                    let bound = upper_bounds(&caps[..l], target)[sink];
+                    let bound = upper_bounds(&views[..l], target)[sink];
                     if l > 3 {
                         let lifter = &mut Lifter::default();
-                        let (value, sent) = lifter.lift(&caps[l - 1], &caps[l - 2], target, &below);
+                        let (value, sent) =
+                            lifter.lift(&views[l - 1], &views[l - 2], target, &below);
                         // A lift is a flow: never above the maximum.
                         assert!(
                             value <= exact + 1e-15,
@@ -504,7 +511,8 @@ mod tests {
             let (n, layers) = (4 + trial % 7, 7);
             let caps = random_graph(&mut uniform, layers, n, 1 + trial as i32 % 3);
             let source = trial % n;
-            let graph = Graph::new(&caps);
+            let (views, _) = checked(&caps);
+            let graph = Graph::new(&views);
             let mut work = Workspace::default();
             for sink in 0..n {
                 for l in 4..=layers {

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::bounds::Settled;
 use super::workspace::{Frame, Workspace, UNSEEN};
-use crate::attention::Matrix;
+use crate::attention::{Layer, Matrix};
 
 /// Residual capacities at or below this count as zero. Attention weights lie in [0, 1], so
 /// this is far below anything meaningful and far above f64 rounding of a few additions.
@@ -22,7 +22,7 @@ pub const EPS: f64 = 1e-14;
 /// and its transpose (the arcs into one position, the sink's). Read from the rows, each of
 /// those would be a cache line of its own.
 pub struct Graph<'a> {
-    layers: &'a [Matrix],
+    layers: Vec<Layer<'a>>,
     diagonals: Vec<Vec<f64>>,
     transposed: Vec<Matrix>,
     /// Per sink, the feeder: the position of layer 1 whose arc into the sink is the widest
@@ -32,7 +32,7 @@ pub struct Graph<'a> {
 
 impl<'a> Graph<'a> {
     /// `layers`: each `n × n`, non-negative.
-    pub fn new(layers: &'a [Matrix]) -> Self {
+    pub fn new(layers: &[Layer<'a>]) -> Self {
         let (diagonals, transposed): (_, Vec<Matrix>) = layers
             .par_iter()
             .map(|m| ((0..m.n).map(|i| m.get(i, i)).collect(), transpose(m)))
@@ -43,7 +43,7 @@ impl<'a> Graph<'a> {
                 .collect()
         });
         Self {
-            layers,
+            layers: layers.to_vec(),
             diagonals,
             transposed,
             feeders,
@@ -51,8 +51,8 @@ impl<'a> Graph<'a> {
     }
 
     /// The layers' capacities, as given.
-    pub fn layers(&self) -> &'a [Matrix] {
-        self.layers
+    pub fn layers(&self) -> &[Layer<'a>] {
+        &self.layers
     }
 
     /// The capacities of the arcs `(k + 1, i) → (k, to)` for every `i`.
@@ -63,7 +63,7 @@ impl<'a> Graph<'a> {
 
 /// `m`ᵀ, copied in square blocks so that both sides are read and written a few lines at a
 /// time.
-fn transpose(m: &Matrix) -> Matrix {
+fn transpose(m: &Layer) -> Matrix {
     const BLOCK: usize = 32;
     let n = m.n;
     let mut data = vec![0.0; n * n];
@@ -185,7 +185,7 @@ pub fn solve(
 /// `(L, source) → (L - 1, i) → (L - 2, m)` through the other positions (each its own
 /// position first, then the others in order), so that `(L - 1, source)` sends that much
 /// less; returns the amount moved.
-fn reroute(rows: &[Matrix], source: usize, deficit: f64, work: &mut Workspace) -> f64 {
+fn reroute(rows: &[Layer], source: usize, deficit: f64, work: &mut Workspace) -> f64 {
     let layers = rows.len();
     let n = rows[0].n;
     // What (L - 1, source) sends into each (L - 2, m), still to be taken over.
@@ -249,7 +249,7 @@ pub fn two_layer_paths<'a>(
 struct Dinic<'a, 'w> {
     graph: &'a Graph<'a>,
     /// The problem's layers.
-    rows: &'a [Matrix],
+    rows: &'a [Layer<'a>],
     /// The capacities of the arcs `(1, i) → sink`, `[n]`.
     sink_column: &'a [f64],
     work: &'w mut Workspace,
