@@ -20,7 +20,8 @@ pub const EPS: f64 = 1e-14;
 /// two copies of the arcs a search reads one at a time from many rows, each in order of
 /// their tails: every layer's diagonal (the straight arcs, which carry most of the flow)
 /// and its transpose (the arcs into one position, the sink's). Read from the rows, each of
-/// those would be a cache line of its own.
+/// those would be a cache line of its own. The top layer has no transpose: a search's
+/// source is its only node there.
 pub struct Graph<'a> {
     layers: Vec<Layer<'a>>,
     diagonals: Vec<Vec<f64>>,
@@ -33,10 +34,12 @@ pub struct Graph<'a> {
 impl<'a> Graph<'a> {
     /// `layers`: each `n × n`, non-negative.
     pub fn new(layers: &[Layer<'a>]) -> Self {
-        let (diagonals, transposed): (_, Vec<Matrix>) = layers
-            .par_iter()
-            .map(|m| ((0..m.n).map(|i| m.get(i, i)).collect(), transpose(m)))
-            .unzip();
+        let diagonals = layers
+            .iter()
+            .map(|m| (0..m.n).map(|i| m.get(i, i)).collect())
+            .collect();
+        let below_top = &layers[..layers.len().saturating_sub(1)];
+        let transposed: Vec<Matrix> = below_top.iter().map(transpose).collect();
         let feeders = transposed.first().map_or_else(Vec::new, |into| {
             (0..into.n)
                 .map(|sink| widest_but(into.row(sink), sink))
@@ -62,20 +65,24 @@ impl<'a> Graph<'a> {
 }
 
 /// `m`ᵀ, copied in square blocks so that both sides are read and written a few lines at a
-/// time.
+/// time, each band of output rows on a thread of its own.
 fn transpose(m: &Layer) -> Matrix {
     const BLOCK: usize = 32;
     let n = m.n;
     let mut data = vec![0.0; n * n];
-    for i0 in (0..n).step_by(BLOCK) {
-        for j0 in (0..n).step_by(BLOCK) {
-            for i in i0..(i0 + BLOCK).min(n) {
-                for j in j0..(j0 + BLOCK).min(n) {
-                    data[j * n + i] = m.data[i * n + j];
+    data.par_chunks_mut(BLOCK * n)
+        .enumerate()
+        .for_each(|(band, into)| {
+            let j0 = band * BLOCK;
+            for i0 in (0..n).step_by(BLOCK) {
+                for (dj, row) in into.chunks_exact_mut(n).enumerate() {
+                    let end = (i0 + BLOCK).min(n);
+                    for (i, into) in (i0..end).zip(&mut row[i0..end]) {
+                        *into = m.data[i * n + j0 + dj];
+                    }
                 }
             }
-        }
-    }
+        });
     Matrix { n, data }
 }
 
@@ -506,12 +513,13 @@ impl Dinic<'_, '_> {
     }
 
     /// The capacity of arc `(k + 1, i) → (k, j)`, from where it is kept in order: the arcs
-    /// into the sink's position and into layer 1's feeder (each node of layer 2 tries those
-    /// two first) from the transposes, the straight ones from the diagonals.
+    /// into the sink's position below the source's layer and into layer 1's feeder (each
+    /// node of layer 2 tries those two first) from the transposes, the straight ones from the
+    /// diagonals.
     #[inline(always)]
     fn capacity(&self, k: usize, i: usize, j: usize) -> f64 {
         match () {
-            _ if j == self.sink as usize => self.graph.arcs_into(k, j)[i],
+            _ if j == self.sink as usize && k + 1 < self.top => self.graph.arcs_into(k, j)[i],
             _ if j == i => self.graph.diagonals[k][i],
             _ if k == 1 && j == self.feeder => self.graph.arcs_into(1, j)[i],
             _ => self.rows[k].get(i, j),
