@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 
 use super::bounds::Settled;
-use super::workspace::{Frame, Workspace, UNSEEN};
+use super::workspace::{first_in_chain, Frame, Workspace, UNSEEN};
 use crate::attention::{Layer, Matrix};
 
 /// Residual capacities at or below this count as zero. Attention weights lie in [0, 1], so
@@ -195,11 +195,13 @@ pub fn solve(
 fn reroute(rows: &[Layer], source: usize, deficit: f64, work: &mut Workspace) -> f64 {
     let layers = rows.len();
     let n = rows[0].n;
-    // What (L - 1, source) sends into each (L - 2, m), still to be taken over.
-    let mut wanted: Vec<(usize, f64)> = (0..n)
-        .map(|m| (m, work.flow_on(layers - 2, source, m)))
-        .filter(|&(_, x)| x > 0.0)
+    // What (L - 1, source) sends into each (L - 2, m), still to be taken over; the places
+    // it goes, with a chain over those still wanting more.
+    let mut wanted: Vec<f64> = (0..n)
+        .map(|m| work.flow_on(layers - 2, source, m))
         .collect();
+    let places: Vec<usize> = (0..n).filter(|&m| wanted[m] > 0.0).collect();
+    let mut links: Vec<u32> = (0..=places.len() as u32).collect();
     let weights = rows[layers - 1].row(source);
     let mut moved = 0.0;
     for (i, &weight) in weights.iter().enumerate() {
@@ -211,22 +213,28 @@ fn reroute(rows: &[Layer], source: usize, deficit: f64, work: &mut Workspace) ->
         }
         let below = rows[layers - 2].row(i);
         let mut left = weight.min(deficit - moved);
-        let own = wanted.iter().position(|&(m, _)| m == i);
-        let others = (0..wanted.len()).filter(|&q| Some(q) != own);
-        for q in own.into_iter().chain(others) {
-            let (m, x) = wanted[q];
-            let amount = left.min(x).min(below[m] - work.flow_on(layers - 2, i, m));
+        // Sends what it can along (L - 1, i) → (L - 2, m); whether m wants no more.
+        let mut send = |m: usize, left: &mut f64, work: &mut Workspace| {
+            let amount = left
+                .min(wanted[m])
+                .min(below[m] - work.flow_on(layers - 2, i, m));
             if amount > 0.0 {
                 work.carry(layers - 1, source, i, amount);
                 work.carry(layers - 2, i, m, amount);
                 work.carry(layers - 2, source, m, -amount);
-                wanted[q].1 -= amount;
-                left -= amount;
+                wanted[m] -= amount;
+                *left -= amount;
                 moved += amount;
-                if left <= 0.0 {
-                    break;
-                }
             }
+            wanted[m] <= 0.0
+        };
+        send(i, &mut left, work);
+        let mut p = first_in_chain(&mut links, 0);
+        while left > 0.0 && p < places.len() {
+            if places[p] != i && send(places[p], &mut left, work) {
+                links[p] = (p + 1) as u32;
+            }
+            p = first_in_chain(&mut links, p + 1);
         }
     }
     moved
