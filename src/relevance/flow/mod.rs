@@ -7,12 +7,14 @@
 //! bound per source and sink ([`bounds`]) lets each search stop as soon as its flow reaches
 //! it, and deep layers' flows are mostly settled without a search: a flow lifted from the
 //! same position's flow one layer down that reaches the bound ([`lift`]), or, from every
-//! position, the flows of the layer below into the same sink combined ([`Spread`]). From
-//! one position, a search starts from the maximum flow one layer down, which its graph
-//! contains, instead of from none, and stops at that flow's cut widened by one layer. Each
-//! sink's problems climb the layers in one task, independent of the other sinks', so rayon
-//! spreads the sinks over threads and each one's arithmetic is the same whatever the
-//! schedule: parallel results are bit-identical to serial ones.
+//! position, the flows of the layer below into the same sink combined ([`Spread`]). A
+//! search in a position's climb starts from the maximum flow one layer down, which its graph
+//! contains, instead of from none, and stops at that flow's cut widened by one layer; from
+//! every position, each climbs alone while its flows need searches, and the layers above
+//! are done together, where [`Spread`] applies. Each sink's problems climb the layers in
+//! one task, independent of the other sinks', so rayon spreads the sinks over threads and
+//! each one's arithmetic is the same whatever the schedule: parallel results are
+//! bit-identical to serial ones.
 
 mod bounds;
 mod lift;
@@ -62,50 +64,75 @@ pub fn flow(augmented: &[impl AsLayer], target: usize) -> Vec<Vec<f64>> {
 }
 
 /// The maximum flow from `(l, target)` to `(0, sink)` for every layer `l = 1..=L`, given each
-/// layer's upper bounds: lifted from the layer below where that reaches the bound, else
-/// searched, starting from the flow of the layer below where the last search found it.
+/// layer's upper bounds.
 fn climb(graph: &Graph, target: usize, sink: usize, bounds: &[Vec<f64>]) -> Vec<f64> {
+    let mut top = Vec::with_capacity(graph.layers()[0].n);
+    let bound = |layer: usize| bounds[layer - 1][sink];
+    let flows = WORKSPACE.with(|work| {
+        let work = &mut work.borrow_mut();
+        climb_from(graph, target, sink, &bound, Climb::Whole, &mut top, work)
+    });
+    flows.iter().map(|flow| flow.value).collect()
+}
+
+/// How far [`climb_from`] goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Climb {
+    /// Through every layer.
+    Whole,
+    /// While each layer's flow needs a search, and so leaves a flow for the next search to
+    /// start from: up to the first layer from 3 on settled without one.
+    WhileSearched,
+}
+
+/// The flows from `(l, source)` to `(0, sink)` for `l = 1, 2, …` as far as `climb` says,
+/// given `bound(l)`, an upper bound on each: lifted from the layer below where that reaches
+/// the bound, else searched, starting from the flow of the layer below where the last search
+/// found it. `top` is left holding the last flow's arcs out of its source; `work` is left
+/// empty.
+fn climb_from(
+    graph: &Graph,
+    source: usize,
+    sink: usize,
+    bound: &dyn Fn(usize) -> f64,
+    climb: Climb,
+    top: &mut Vec<f64>,
+    work: &mut Workspace,
+) -> Vec<Settled> {
     let augmented = graph.layers();
-    // The last flow's arcs out of its source.
-    let mut top: Vec<f64> = Vec::with_capacity(augmented[0].n);
-    WORKSPACE.with(|work| {
-        let work = &mut *work.borrow_mut();
-        // Whether the workspace holds the last layer's flow.
-        let mut held = false;
-        let mut last = Settled::exact(0.0);
-        let values = (1..=augmented.len())
-            .map(|layer| {
-                last = match layer {
-                    1 | 2 => first_layers(graph, layer, target, sink, &mut top),
-                    _ => {
-                        let weights = augmented[layer - 1].row(target);
-                        let bound = bounds[layer - 1][sink].min(cut_above(last, weights, target));
-                        match lift(graph, layer, target, bound, &mut top) {
-                            Some(lifted) => {
-                                held = false;
-                                lifted
-                            }
-                            None => {
-                                let start = match held {
-                                    true => Start::Below(top.iter().sum()),
-                                    false => {
-                                        work.reset();
-                                        Start::Empty
-                                    }
-                                };
-                                held = true;
-                                let top = Some(&mut top);
-                                solve(graph, layer, target, sink, bound, start, top, work)
-                            }
-                        }
+    let mut flows: Vec<Settled> = Vec::with_capacity(augmented.len());
+    // Whether the workspace holds the last layer's flow.
+    let mut held = false;
+    for layer in 1..=augmented.len() {
+        let flow = match layer {
+            1 | 2 => first_layers(graph, layer, source, sink, top),
+            _ => {
+                let weights = augmented[layer - 1].row(source);
+                let below = flows[layer - 2];
+                let bound = bound(layer).min(cut_above(below, weights, source));
+                if let Some(lifted) = lift(graph, layer, source, bound, top) {
+                    flows.push(lifted);
+                    held = false;
+                    match climb {
+                        Climb::Whole => continue,
+                        Climb::WhileSearched => break,
+                    }
+                }
+                let start = match held {
+                    true => Start::Below(top.iter().sum()),
+                    false => {
+                        work.reset();
+                        Start::Empty
                     }
                 };
-                last.value
-            })
-            .collect();
-        work.reset();
-        values
-    })
+                held = true;
+                solve(graph, layer, source, sink, bound, start, Some(top), work)
+            }
+        };
+        flows.push(flow);
+    }
+    work.reset();
+    flows
 }
 
 /// An upper bound on the flow from `(l, source)`, given `below`, the flow from
@@ -170,10 +197,10 @@ pub fn flow_from_every_position(augmented: &[impl AsLayer]) -> Vec<Vec<Vec<f64>>
 /// [`flow_from_every_position`], calling `progress(done, total)` each time the flows from
 /// every position of one layer into one sink are done (from any thread, in any order).
 ///
-/// One task per sink climbs the layers, and a layer's flow from each position is settled
-/// without a search where it can be: by the flows of the layer below into the same sink
-/// combined ([`Spread`]), or by lifting the same position's flow from the layer below
-/// ([`lift`]).
+/// One task per sink climbs the layers ([`climb_from_every_position_in`]), and a layer's
+/// flow from each position is settled without a search where it can be: by the flows of the
+/// layer below into the same sink combined ([`Spread`]), or by lifting the same position's
+/// flow from the layer below ([`lift`]).
 pub fn flow_from_every_position_with(
     augmented: &[impl AsLayer],
     progress: &(dyn Fn(usize, usize) + Sync),
@@ -214,8 +241,8 @@ pub fn flow_from_every_position_with(
         .collect()
 }
 
-/// The maximum flows from every `(l, source)` into `(0, sink)`, `[L][n]`, layer by layer;
-/// `tick` is called after each layer.
+/// The maximum flows from every `(l, source)` into `(0, sink)`, `[L][n]`; `tick` is called
+/// as each layer's are done.
 fn climb_from_every_position(
     graph: &Graph,
     sink: usize,
@@ -228,6 +255,11 @@ fn climb_from_every_position(
 }
 
 /// [`climb_from_every_position`] with `work` for its searches.
+///
+/// Each position first climbs alone while its flows need searches, each search starting
+/// from the flow one layer down ([`climb_from`]). The layers it leaves are then done one at
+/// a time for every position, where the flows of the layer below into the sink, combined
+/// ([`Spread`]), may settle them, else a lift, else a search from no flow.
 fn climb_from_every_position_in(
     graph: &Graph,
     sink: usize,
@@ -239,33 +271,38 @@ fn climb_from_every_position_in(
     let n = augmented[0].n;
     // Per source, the last flow's arcs out of it.
     let mut tops: Vec<Vec<f64>> = vec![Vec::new(); n];
+    // Per source, its flows into the sink, `[l - 1]`.
+    let mut climbed: Vec<Vec<Settled>> = tops
+        .iter_mut()
+        .enumerate()
+        .map(|(source, top)| {
+            let bound = |layer: usize| bounds[layer - 1][source][sink];
+            climb_from(graph, source, sink, &bound, Climb::WhileSearched, top, work)
+        })
+        .collect();
     let mut values = Vec::with_capacity(augmented.len());
-    let mut below: Vec<Settled> = Vec::new();
     for layer in 1..=augmented.len() {
-        let spread = Spread::of(&below);
-        let flows: Vec<Settled> = tops
-            .iter_mut()
-            .enumerate()
-            .map(|(source, top)| match layer {
-                1 | 2 => first_layers(graph, layer, source, sink, top),
-                _ => {
-                    let bound = bounds[layer - 1][source][sink];
-                    let weights = augmented[layer - 1].row(source);
-                    spread
-                        .settles(weights, bound, top)
-                        .or_else(|| lift(graph, layer, source, bound, top))
-                        .unwrap_or_else(|| {
-                            let top = Some(top);
-                            let found =
-                                solve(graph, layer, source, sink, bound, Start::Empty, top, work);
-                            work.reset();
-                            found
-                        })
-                }
-            })
-            .collect();
-        values.push(flows.iter().map(|flow| flow.value).collect());
-        below = flows;
+        if climbed.iter().any(|flows| flows.len() < layer) {
+            let below: Vec<Settled> = climbed.iter().map(|flows| flows[layer - 2]).collect();
+            let spread = Spread::of(&below);
+            let left = climbed.iter_mut().zip(&mut tops).enumerate();
+            for (source, (flows, top)) in left.filter(|(_, (flows, _))| flows.len() < layer) {
+                let bound = bounds[layer - 1][source][sink];
+                let weights = augmented[layer - 1].row(source);
+                let flow = spread
+                    .settles(weights, bound, top)
+                    .or_else(|| lift(graph, layer, source, bound, top))
+                    .unwrap_or_else(|| {
+                        let top = Some(top);
+                        let found =
+                            solve(graph, layer, source, sink, bound, Start::Empty, top, work);
+                        work.reset();
+                        found
+                    });
+                flows.push(flow);
+            }
+        }
+        values.push(climbed.iter().map(|flows| flows[layer - 1].value).collect());
         tick();
     }
     values
@@ -500,6 +537,56 @@ mod tests {
         assert!(
             lifted * 4 > layers_seen,
             "only {lifted} of {layers_seen} layers lifted"
+        );
+    }
+
+    #[test]
+    fn positions_climbing_alone_then_together_find_every_maximum_flow() {
+        let mut uniform = uniform_values(0x2545_f491_4f6c_dd1d);
+        let (mut stopped, mut climbs) = (0, 0);
+        for trial in 0..8 {
+            let (n, layers) = (4 + trial % 5, 9);
+            let caps = random_graph(&mut uniform, layers, n, 1 + trial as i32 % 3);
+            let (views, _) = checked(&caps);
+            let graph = Graph::new(&views);
+            let bounds: Vec<Vec<Vec<f64>>> = (1..=layers)
+                .map(|l| (0..n).map(|t| upper_bounds(&views[..l], t)).collect())
+                .collect();
+            let mut work = Workspace::default();
+            for sink in 0..n {
+                // How far each position climbs alone: some stop where a flow is lifted.
+                for (source, _) in bounds[0].iter().enumerate() {
+                    let bound = |layer: usize| bounds[layer - 1][source][sink];
+                    let mut top = Vec::new();
+                    let alone = climb_from(
+                        &graph,
+                        source,
+                        sink,
+                        &bound,
+                        Climb::WhileSearched,
+                        &mut top,
+                        &mut work,
+                    );
+                    climbs += 1;
+                    stopped += usize::from(alone.len() < layers);
+                }
+                let values = climb_from_every_position_in(&graph, sink, &bounds, &|| {}, &mut work);
+                for (l, row) in values.iter().enumerate() {
+                    for (source, &value) in row.iter().enumerate() {
+                        let exact = max_flow(&caps[..=l], source, sink);
+                        assert!(
+                            (value - exact).abs() <= 1e-12 * exact.max(1.0),
+                            "layer {} source {source} sink {sink}: {value} vs {exact}",
+                            l + 1
+                        );
+                    }
+                }
+            }
+        }
+        // Both ways of settling a layer were taken.
+        assert!(
+            stopped > 0 && stopped < climbs,
+            "{stopped} of {climbs} climbs stopped"
         );
     }
 
