@@ -24,26 +24,44 @@ use crate::attention::Layer;
 /// to each sink `(0, j)`, `[n]`. With fewer than three layers the answer has a closed form and
 /// no bound is needed: every entry is infinite.
 pub fn upper_bounds(capacities: &[Layer], source: usize) -> Vec<f64> {
+    upper_bounds_of(capacities, &[source]).remove(0)
+}
+
+/// [`upper_bounds`] for each of `sources`, with the same arithmetic, reading each row of the
+/// layers below once for all of them: from every position, source by source, the layers
+/// would be read from memory once per source.
+pub fn upper_bounds_of(capacities: &[Layer], sources: &[usize]) -> Vec<Vec<f64>> {
     let layers = capacities.len();
     let n = capacities.first().map_or(0, |m| m.n);
     if layers < 3 {
-        return vec![f64::INFINITY; n];
+        return vec![vec![f64::INFINITY; n]; sources.len()];
     }
-    let mut reach = capacities[layers - 1].row(source).to_vec();
-    let out: f64 = reach.iter().sum();
+    let mut reach: Vec<Vec<f64>> = sources
+        .iter()
+        .map(|&source| capacities[layers - 1].row(source).to_vec())
+        .collect();
+    let out: Vec<f64> = reach.iter().map(|r| r.iter().sum()).collect();
     for k in (0..layers - 1).rev() {
-        let mut below = vec![0.0; n];
-        for (i, &arrives) in reach.iter().enumerate() {
-            if arrives > 0.0 {
-                for (b, &c) in below.iter_mut().zip(capacities[k].row(i)) {
-                    *b += arrives.min(c);
+        let mut below = vec![vec![0.0; n]; sources.len()];
+        for i in 0..n {
+            let row = capacities[k].row(i);
+            for (below, reach) in below.iter_mut().zip(&reach) {
+                let arrives = reach[i];
+                if arrives > 0.0 {
+                    for (b, &c) in below.iter_mut().zip(row) {
+                        *b += arrives.min(c);
+                    }
                 }
             }
         }
         reach = below;
     }
     // Nor more than leaves the source.
-    reach.iter().map(|&r| r.min(out)).collect()
+    reach
+        .into_iter()
+        .zip(out)
+        .map(|(reach, out)| reach.into_iter().map(|r| r.min(out)).collect())
+        .collect()
 }
 
 /// Bounds this close (relative) settle a flow without a search. Settled values are upper
@@ -176,6 +194,25 @@ mod tests {
         let bounds = upper_bounds(&layers(&caps), 1);
         assert!((bounds[0] - 0.45).abs() < 1e-15);
         assert!((max_flow(&caps, 1, 0) - 0.45).abs() < 1e-15);
+    }
+
+    #[test]
+    fn bounds_of_several_sources_equal_each_alone() {
+        let m = |d: &[f64]| Matrix {
+            n: 3,
+            data: d.to_vec(),
+        };
+        let caps = [
+            m(&[0.5, 0.3, 0.2, 0.1, 0.6, 0.3, 0.25, 0.25, 0.5]),
+            m(&[0.7, 0.1, 0.2, 0.0, 0.9, 0.1, 0.4, 0.4, 0.2]),
+            m(&[0.6, 0.4, 0.0, 0.3, 0.3, 0.4, 0.0, 0.0, 1.0]),
+            m(&[0.2, 0.3, 0.5, 0.5, 0.5, 0.0, 0.1, 0.8, 0.1]),
+        ];
+        let layers = layers(&caps);
+        let together = upper_bounds_of(&layers, &[2, 0, 1, 2]);
+        for (bounds, source) in together.iter().zip([2, 0, 1, 2]) {
+            assert_eq!(bounds, &upper_bounds(&layers, source));
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 
 use crate::attention::{AsLayer, Layer};
-use bounds::{upper_bounds, Settled, Spread};
+use bounds::{upper_bounds, upper_bounds_of, Settled, Spread};
 use lift::Lifter;
 use network::{solve, two_layer_paths, Graph, Start};
 use workspace::Workspace;
@@ -209,12 +209,13 @@ pub fn flow_from_every_position_with(
     let (augmented, n) = (&augmented[..], *n);
     let layers = augmented.len();
     let graph = Graph::new(augmented);
-    // `[l - 1][source][sink]`.
+    // `[l - 1][source][sink]`, a few sources at a time.
+    let sources: Vec<usize> = (0..n).collect();
     let bounds: Vec<Vec<Vec<f64>>> = (1..=layers)
         .map(|l| {
-            (0..n)
-                .into_par_iter()
-                .map(|source| upper_bounds(&augmented[..l], source))
+            sources
+                .par_chunks(8)
+                .flat_map_iter(|chunk| upper_bounds_of(&augmented[..l], chunk))
                 .collect()
         })
         .collect();
