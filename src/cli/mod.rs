@@ -162,7 +162,8 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
             colour,
         })
     };
-    let mut stdout = stdout.lock();
+    // Buffered: stdout's own buffer writes a report of maps a kilobyte at a time.
+    let mut stdout = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     renderer
         .render(&view, &mut stdout)
         .and_then(|()| stdout.flush())

@@ -7,7 +7,7 @@ mod rollout;
 
 pub use flow::{flow, flow_from_every_position, flow_from_every_position_with, max_flow};
 pub use raw::raw;
-pub use rollout::{joint_attention, rollout};
+pub use rollout::{joint_attention, rollout, rollout_on_host};
 
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
@@ -83,7 +83,12 @@ impl AttentionGraph {
 
     /// Rollout alone for `target` (< n), `[L][n]`, without computing any flow.
     pub fn rollout(&self, target: usize) -> Result<Vec<Vec<f64>>> {
-        to_rows(&rollout(&self.augmented, target)?)
+        match self.augmented.device() {
+            Device::Cpu => Ok(self
+                .capacities
+                .read(|layers| rollout_on_host(layers, target))),
+            _ => to_rows(&rollout(&self.augmented, target)?),
+        }
     }
 
     /// Flow alone for `target` (< n), `[L][n]`.
