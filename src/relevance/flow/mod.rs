@@ -45,8 +45,8 @@ thread_local! {
 /// residual added); `target < n`. Returns `[L][n]`: row `l - 1` is the maximum flow from
 /// `(l, target)` to each input token `(0, j)`, normalised to sum to 1 (SPEC §1).
 pub fn flow(augmented: &[impl AsLayer], target: usize) -> Vec<Vec<f64>> {
-    let (augmented, n) = &checked(augmented);
-    let (augmented, n) = (&augmented[..], *n);
+    let (views, n) = checked(augmented);
+    let augmented = &views[..];
     let layers = augmented.len();
     let bounds: Vec<Vec<f64>> = (1..=layers)
         .into_par_iter()
@@ -205,8 +205,8 @@ pub fn flow_from_every_position_with(
     augmented: &[impl AsLayer],
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Vec<Vec<f64>>> {
-    let (augmented, n) = &checked(augmented);
-    let (augmented, n) = (&augmented[..], *n);
+    let (views, n) = checked(augmented);
+    let augmented = &views[..];
     let layers = augmented.len();
     let graph = Graph::new(augmented);
     // `[l - 1][source][sink]`, a few sources at a time.

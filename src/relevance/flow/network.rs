@@ -75,8 +75,8 @@ fn transpose(m: &Layer) -> Matrix {
         .for_each(|(band, into)| {
             let j0 = band * BLOCK;
             for i0 in (0..n).step_by(BLOCK) {
+                let end = (i0 + BLOCK).min(n);
                 for (dj, row) in into.chunks_exact_mut(n).enumerate() {
-                    let end = (i0 + BLOCK).min(n);
                     for (i, into) in (i0..end).zip(&mut row[i0..end]) {
                         *into = m.data[i * n + j0 + dj];
                     }
