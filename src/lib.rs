@@ -36,6 +36,7 @@ pub mod evaluate;
 pub mod explain;
 pub mod importance;
 pub mod input;
+pub mod linalg;
 pub mod methods;
 pub mod model;
 pub mod relevance;

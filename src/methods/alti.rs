@@ -15,6 +15,7 @@ use std::ops::Range;
 
 use super::{mixing_inputs, wide};
 use crate::error::Result;
+use crate::linalg::matmul;
 use crate::model::LayerInternals;
 
 /// `probs`: `[1, H, n, n]` → `M`: `[n, n]`.
@@ -58,7 +59,7 @@ pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
 fn contributions(a: &Tensor, f: &Tensor, rows: Range<usize>) -> Result<Tensor> {
     let weights = a.i((.., rows, ..))?.permute((2, 1, 0))?.contiguous()?; // [n(j), B, H]
     let values = f.transpose(0, 1)?.contiguous()?; // [n(j), H, d]
-    Ok(weights.matmul(&values)?.transpose(0, 1)?.contiguous()?)
+    Ok(matmul(&weights, &values)?.transpose(0, 1)?.contiguous()?)
 }
 
 /// Blocks of rows whose `[B, n, d]` contributions stay near 8M values.

@@ -5,6 +5,7 @@ use candle_core::{Tensor, D};
 
 use super::mixing_inputs;
 use crate::error::Result;
+use crate::linalg::matmul;
 use crate::model::LayerInternals;
 
 /// `probs`: `[1, H, n, n]` → `M`: `[n, n]`.
@@ -16,8 +17,8 @@ pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
     let (a, f) = mixing_inputs(probs, internals)?;
     let by_column = a.permute((2, 1, 0))?.contiguous()?; // [n(j), n(i), H]
     let per_token = f.transpose(0, 1)?.contiguous()?; // [n(j), H, d]
-    let gram = per_token.matmul(&per_token.t()?)?; // [n(j), H, H]
-    let squared = by_column.matmul(&gram)?.mul(&by_column)?.sum(D::Minus1)?; // [n(j), n(i)]
+    let gram = matmul(&per_token, &per_token.t()?)?; // [n(j), H, H]
+    let squared = matmul(&by_column, &gram)?.mul(&by_column)?.sum(D::Minus1)?; // [n(j), n(i)]
                                                                              // Rounding can leave −1e-17 where the exact value is 0.
     Ok(squared.relu()?.sqrt()?.t()?.contiguous()?)
 }

@@ -1,7 +1,7 @@
 //! Multi-head self-attention that hands back its softmax probabilities.
 
 use candle_core::{Module, Tensor, Var, D};
-use candle_nn::Linear;
+use crate::linalg::{broadcast_matmul, matmul, Dense};
 
 use super::config::EncoderConfig;
 use super::family::LayerNames;
@@ -13,10 +13,10 @@ use crate::error::Result;
 /// The attention block of one encoder layer: self-attention, its output projection, the
 /// residual connection and LayerNorm.
 pub struct Attention {
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    output: Linear,
+    query: Dense,
+    key: Dense,
+    value: Dense,
+    output: Dense,
     layer_norm: LayerNorm,
     heads: usize,
     head_size: usize,
@@ -86,10 +86,9 @@ impl Attention {
         };
         let v = split(v)?;
         let scale = 1.0 / (self.head_size as f64).sqrt();
-        let scores = (q.matmul(&k.t()?)? * scale)?;
+        let scores = (matmul(&q, &k.t()?)? * scale)?;
         let (probs, probe) = probe(candle_nn::ops::softmax(&scores, D::Minus1)?, keep)?;
-        let context = probs
-            .matmul(&v)?
+        let context = matmul(&probs, &v)?
             .transpose(1, 2)?
             .reshape((batch, n, hidden))?;
         let projected = self.output.forward(&context)?;
@@ -125,12 +124,12 @@ pub fn head_values(v: &Tensor, w_o: &Tensor) -> Result<Tensor> {
         .reshape((hidden, heads, head_size))?
         .permute((1, 2, 0))?
         .contiguous()?;
-    Ok(v.contiguous()?.broadcast_matmul(&slices.unsqueeze(0)?)?)
+    Ok(broadcast_matmul(v, &slices.unsqueeze(0)?)?)
 }
 
 /// A `Linear` from `dense.weight` `[out, in]` and `dense.bias` `[out]`.
-pub fn load_linear(vb: &WeightPath, input: usize, output: usize) -> Result<Linear> {
-    Ok(Linear::new(
+pub fn load_linear(vb: &WeightPath, input: usize, output: usize) -> Result<Dense> {
+    Ok(Dense::new(
         vb.get("weight", &[output, input])?,
         Some(vb.get("bias", &[output])?),
     ))
@@ -156,7 +155,7 @@ mod tests {
             Tensor::from_vec(values, shape, &device).unwrap()
         };
         let linear = |seed: f64| {
-            Linear::new(
+            Dense::new(
                 random(&[hidden, hidden], seed),
                 Some(random(&[hidden], seed + 0.5)),
             )
@@ -180,9 +179,7 @@ mod tests {
         let internals = out.internals.unwrap();
         assert_eq!(internals.head_values.dims(), &[1, heads, n, hidden]);
         // Σ_h Σ_j A^h_ij f^h(x_j): [1, heads, n, n] @ [1, heads, n, hidden], summed over heads.
-        let mixed = out
-            .probs
-            .matmul(&internals.head_values)
+        let mixed = matmul(&out.probs, &internals.head_values)
             .unwrap()
             .sum(1)
             .unwrap();

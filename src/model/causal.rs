@@ -12,6 +12,7 @@ use super::families::{gpt2, llama};
 use super::{Keep, LayerInternals, LayerTrace};
 use crate::checkpoint::Weights;
 use crate::error::{Error, Result};
+use crate::linalg::{matmul, Dense};
 
 /// The keys and values of the positions seen so far, one entry per layer.
 #[derive(Default)]
@@ -165,15 +166,14 @@ pub(crate) fn cached_attention(
     };
     *kv = Some((key.clone(), value.clone()));
     let (key, value) = (expand(&key)?, expand(&value)?);
-    let scores = (query.matmul(&key.t()?.contiguous()?)? * step.scale)?;
+    let scores = (matmul(query, &key.t()?.contiguous()?)? * step.scale)?;
     let scores = match causal_mask(q, step.seen, step.window, query.device())? {
         Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
         None => scores,
     };
     let softmax = candle_nn::ops::softmax(&scores, candle_core::D::Minus1)?;
     let (probs, probe) = probe(softmax, step.keep)?;
-    let context = probs
-        .matmul(&value)?
+    let context = matmul(&probs, &value)?
         .transpose(1, 2)?
         .reshape((batch, q, heads * d))?;
     Ok(Attended {
@@ -191,7 +191,7 @@ pub(crate) fn decoder_internals(
     keep: Keep,
     x: &Tensor,
     value: &Tensor,
-    output: &candle_nn::Linear,
+    output: &Dense,
 ) -> Result<Option<LayerInternals>> {
     Ok(match keep.internals {
         true => Some(LayerInternals {

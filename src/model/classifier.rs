@@ -2,7 +2,7 @@
 //! first token) and ELECTRA's replaced-token discriminator (on any token).
 
 use candle_core::{Module, Tensor};
-use candle_nn::Linear;
+use crate::linalg::Dense;
 
 use super::attention::load_linear;
 use super::config::{Activation, EncoderConfig};
@@ -13,9 +13,9 @@ use crate::error::Result;
 
 /// dense + activation on one hidden state, then the projection onto the labels.
 pub struct ClassificationHead {
-    dense: Linear,
+    dense: Dense,
     activation: Activation,
-    output: Linear,
+    output: Dense,
     labels: usize,
 }
 
@@ -48,9 +48,9 @@ impl ClassificationHead {
 
 /// ELECTRA's discriminator: one logit d per token, `replaced` with probability sigmoid(d).
 pub struct Discriminator {
-    dense: Linear,
+    dense: Dense,
     activation: Activation,
-    prediction: Linear,
+    prediction: Dense,
 }
 
 impl Discriminator {

@@ -2,7 +2,9 @@
 //! embeddings (ALBERT, ELECTRA) a projection to the hidden size.
 
 use candle_core::{Module, Tensor};
-use candle_nn::{Embedding, Linear};
+use candle_nn::Embedding;
+
+use crate::linalg::Dense;
 
 use super::attention::load_linear;
 use super::config::EncoderConfig;
@@ -16,7 +18,7 @@ pub struct Embeddings {
     position: Embedding,
     token_type: Option<Embedding>,
     layer_norm: LayerNorm,
-    projection: Option<Linear>,
+    projection: Option<Dense>,
     position_offset: usize,
 }
 

@@ -1,7 +1,7 @@
 //! One encoder layer: attention, then the feed-forward block, each with residual and LayerNorm.
 
 use candle_core::{Module, Tensor};
-use candle_nn::Linear;
+use crate::linalg::Dense;
 
 use super::attention::{load_linear, Attention};
 use super::config::{Activation, EncoderConfig};
@@ -14,8 +14,8 @@ use crate::error::Result;
 /// One post-LayerNorm encoder layer (every family's layers compute this).
 pub struct Layer {
     attention: Attention,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: Dense,
+    output: Dense,
     layer_norm: LayerNorm,
     activation: Activation,
 }

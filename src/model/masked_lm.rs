@@ -1,7 +1,7 @@
 //! The masked-LM head: dense, activation, LayerNorm, and the decoder onto the vocabulary.
 
 use candle_core::{Module, Tensor};
-use candle_nn::Linear;
+use crate::linalg::Dense;
 
 use super::attention::load_linear;
 use super::config::{Activation, EncoderConfig};
@@ -12,9 +12,9 @@ use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
 pub struct MaskedLmHead {
-    dense: Linear,
+    dense: Dense,
     layer_norm: LayerNorm,
-    decoder: Linear,
+    decoder: Dense,
     activation: Activation,
 }
 
@@ -52,7 +52,7 @@ impl MaskedLmHead {
         Ok(Self {
             dense: load_linear(&vb.pp(names.dense), hidden, width)?,
             layer_norm: LayerNorm::load(&vb.pp(names.norm), width, config.layer_norm_eps)?,
-            decoder: Linear::new(weight, Some(bias)),
+            decoder: Dense::new(weight, Some(bias)),
             activation: names.activation.unwrap_or(config.hidden_act),
         })
     }

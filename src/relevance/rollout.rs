@@ -4,6 +4,7 @@ use candle_core::Tensor;
 
 use crate::attention::{AsLayer, Layer};
 use crate::error::Result;
+use crate::linalg::matmul;
 
 /// `augmented`: `[L, n, n]` (`Â_l`) → the joint attention `R_l` of every layer, `[L, n, n]`;
 /// `R_l[i][j]` is how much of position i at layer l comes from input token j.
@@ -12,7 +13,7 @@ pub fn joint_attention(augmented: &Tensor) -> Result<Tensor> {
     let mut joint = vec![augmented.get(0)?];
     for l in 1..layers {
         let below = &joint[l - 1];
-        joint.push(augmented.get(l)?.matmul(below)?);
+        joint.push(matmul(&augmented.get(l)?, below)?);
     }
     Ok(Tensor::stack(&joint, 0)?)
 }
@@ -28,7 +29,7 @@ pub fn rollout(augmented: &Tensor, target: usize) -> Result<Tensor> {
         .map(|l| {
             let mut row = augmented.get(l)?.narrow(0, target, 1)?;
             for below in (0..l).rev() {
-                row = row.matmul(&augmented.get(below)?)?;
+                row = matmul(&row, &augmented.get(below)?)?;
             }
             Ok(row.squeeze(0)?)
         })

@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use candle_core::{IndexOp, Module, Tensor};
-use candle_nn::{Embedding, Linear};
+use candle_nn::Embedding;
+
+use crate::linalg::{matmul, Dense};
 use serde::Deserialize;
 
 use crate::checkpoint::{WeightPath, Weights};
@@ -175,7 +177,7 @@ impl Gpt2 {
             layers.push(trace);
         }
         let last = self.ln_f.forward(&x.i((0, q - 1..q))?)?;
-        let logits = last.matmul(&self.lm_head.t()?)?.squeeze(0)?;
+        let logits = matmul(&last, &self.lm_head.t()?)?.squeeze(0)?;
         Ok(StepOutput { logits, layers })
     }
 }
@@ -216,8 +218,8 @@ struct Block {
     ln_1: LayerNorm,
     attn: CausalSelfAttention,
     ln_2: LayerNorm,
-    c_fc: Linear,
-    c_proj: Linear,
+    c_fc: Dense,
+    c_proj: Dense,
     activation: Activation,
 }
 
@@ -267,8 +269,8 @@ impl Block {
 
 /// `attn.*`: fused query/key/value projection `c_attn`, output projection `c_proj`.
 struct CausalSelfAttention {
-    c_attn: Linear,
-    c_proj: Linear,
+    c_attn: Dense,
+    c_proj: Dense,
     heads: usize,
     head_size: usize,
     scale: f64,
@@ -315,9 +317,9 @@ impl CausalSelfAttention {
 }
 
 /// A transformers `Conv1D`: `weight` stored `[in, out]` (the transpose of a `Linear`'s).
-fn conv1d(vb: &WeightPath, input: usize, output: usize) -> Result<Linear> {
+fn conv1d(vb: &WeightPath, input: usize, output: usize) -> Result<Dense> {
     let weight = vb.get("weight", &[input, output])?.t()?.contiguous()?;
-    Ok(Linear::new(weight, Some(vb.get("bias", &[output])?)))
+    Ok(Dense::new(weight, Some(vb.get("bias", &[output])?)))
 }
 
 fn layer_norm(vb: &WeightPath, config: &Gpt2Config) -> Result<LayerNorm> {

@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use candle_core::{IndexOp, Module, Tensor};
-use candle_nn::{Embedding, Linear};
+use candle_nn::Embedding;
+
+use crate::linalg::{matmul, Dense};
 use serde::Deserialize;
 
 use crate::checkpoint::{WeightPath, Weights};
@@ -235,7 +237,7 @@ impl CausalLm for Llama {
             layers.push(trace);
         }
         let last = self.norm.forward(&x.i((0, q - 1..q))?)?;
-        let logits = last.matmul(&self.lm_head.t()?)?.squeeze(0)?;
+        let logits = matmul(&last, &self.lm_head.t()?)?.squeeze(0)?;
         Ok(StepOutput { logits, layers })
     }
 
@@ -253,9 +255,9 @@ struct DecoderLayer {
     input_layernorm: RmsNorm,
     attn: Attention,
     post_attention_layernorm: RmsNorm,
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
+    gate_proj: Dense,
+    up_proj: Dense,
+    down_proj: Dense,
 }
 
 impl DecoderLayer {
@@ -312,10 +314,10 @@ impl DecoderLayer {
 
 /// `self_attn.*`: q/k/v/o projections; keys and values have `kv_heads` heads.
 struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
-    o_proj: Linear,
+    q_proj: Dense,
+    k_proj: Dense,
+    v_proj: Dense,
+    o_proj: Dense,
     heads: usize,
     kv_heads: usize,
     head_size: usize,
@@ -377,12 +379,12 @@ impl Attention {
 }
 
 /// `weight` `[out, in]`, with `bias` `[out]` when the config says so.
-fn linear(vb: &WeightPath, input: usize, output: usize, bias: bool) -> Result<Linear> {
+fn linear(vb: &WeightPath, input: usize, output: usize, bias: bool) -> Result<Dense> {
     let b = match bias {
         true => Some(vb.get("bias", &[output])?),
         false => None,
     };
-    Ok(Linear::new(vb.get("weight", &[output, input])?, b))
+    Ok(Dense::new(vb.get("weight", &[output, input])?, b))
 }
 
 #[cfg(test)]
