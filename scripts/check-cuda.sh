@@ -1,241 +1,147 @@
 #!/usr/bin/env bash
-# Proves that `cargo build --features cuda` compiles (issue 3, "Accelerators"), on a machine
-# without a GPU, against Debian bookworm's own CUDA toolkit (nvidia-cuda-toolkit, non-free).
-# CI does not run this: it installs a few GB of packages and compiles candle's CUDA kernels.
+# Builds bert-explain with --features cuda on a machine without a GPU, against CUDA 13.0 from
+# PyPI's wheels (the libraries the lent H100 machine has in its torch environment), and packs
+# what scripts/gpu-check.sh runs there: the CUDA and CPU release binaries, the Python wheel
+# built with the cuda feature, compressed. CI does not run this (downloads about 1 GB of
+# wheels and compiles candle's CUDA kernels: about 25 minutes on 2 cores).
 #
-# What it does, each step skipped when already done (re-runnable):
-#   1. enables bookworm's contrib + non-free components in a separate apt source,
-#      /etc/apt/sources.list.d/bert-explain-nonfree.sources (same URIs/Signed-By as debian.sources);
-#   2. apt-get update + installs nvidia-cuda-toolkit (and the host compiler nvcc 11.8 accepts);
-#   3. cargo build --features cuda into target/cuda-check (not target/, which others use).
+# Steps, each skipped when already done (re-runnable):
+#   1. the CUDA 13.0 wheels, installed (no dependencies) into target/cuda13/site; their files
+#      are under nvidia/cu13/, which becomes the toolkit root: lib64 -> lib, and the
+#      unversioned .so links the linker looks for;
+#   2. a stub libcuda.so.1 for the link only (cudarc links the driver, which no wheel
+#      ships), generated from cudarc's driver declarations into target/cuda13/stubs; it is
+#      never packed: on the GPU machine the real driver is found at run time;
+#   3. cargo build --release --features cuda into target/cuda (LTO off: the fat LTO of the
+#      release profile would add about ten minutes), CUDA_COMPUTE_CAP=90 (an H100);
+#   4. the CPU release binary (target/release) to compare against, and the Python wheel with
+#      the cuda feature (maturin, into target/cuda/wheels; --no-python leaves it out);
+#   5. target/gpu-bundle/: the binaries xz-compressed, the wheel, and a manifest of sha256s.
 #
-# Usage: scripts/check-cuda.sh            (needs root or sudo for the apt steps only)
-# Environment (all optional):
-#   CUDA_COMPUTE_CAP       GPU architecture to compile candle's kernels for (default 80, see below)
-#   CHECK_CUDA_TARGET_DIR  where to build (default <repo>/target/cuda-check; CARGO_TARGET_DIR is ignored)
-#   CHECK_CUDA_LOG         build log (default <target dir>/check-cuda.log)
+# Usage: scripts/check-cuda.sh [--no-python]
+# Then, on the GPU machine (the device tool's `run`, carrying target/gpu-bundle):
+#   scripts/gpu-check.sh target/gpu-bundle "$OUT"
+# Environment: CUDA_COMPUTE_CAP (default 90), CHECK_CUDA_JOBS (cargo -j, default: all cores).
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
-t0=$SECONDS
-
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
 say() { echo "check-cuda: $*" >&2; }
-verdict() {
-    # The one-line verdict, always the last line printed.
-    local status=$1; shift
-    echo "check-cuda: $status: $*"
-}
 die() {
     say "error: $*"
-    verdict FAIL "$*"
+    echo "check-cuda: FAIL: $*"
     exit 1
 }
+python=yes
+for arg in "$@"; do
+    case "$arg" in
+    --no-python) python=no ;;
+    *) die "unknown argument $arg (usage: scripts/check-cuda.sh [--no-python])" ;;
+    esac
+done
+t0=$SECONDS
 
-sudo=()
-if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || die "the apt steps need root (or sudo)"
-    sudo=(sudo)
-fi
-apt_get() {
-    # Other sessions may hold the apt/dpkg locks: wait for them rather than fail.
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 "$@"
-}
-installed() {
-    [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
-}
-
-# ---------------------------------------------------------------- 0. the machine
-[[ -r /etc/os-release ]] || die "/etc/os-release missing: this script is for Debian 12 (bookworm)"
-# shellcheck disable=SC1091
-codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
-[[ "$codename" == bookworm ]] ||
-    die "this script is for Debian 12 (bookworm); this machine is '${codename:-unknown}'"
-command -v cargo >/dev/null 2>&1 || die "cargo not found on PATH"
-
-# ---------------------------------------------------------------- 1. non-free apt source
-nonfree_src=/etc/apt/sources.list.d/bert-explain-nonfree.sources
-main_src=/etc/apt/sources.list.d/debian.sources
-sources_changed=0
-
-# Is bookworm's non-free already enabled by some other source (ours excluded)?
-nonfree_elsewhere() {
-    local f
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-        [[ -f "$f" && "$f" != "$nonfree_src" ]] || continue
-        # one-line format: "deb URI bookworm main contrib non-free"
-        if grep -Eq '^[[:space:]]*deb[[:space:]].*[[:space:]]bookworm[[:space:]].*[[:space:]]non-free([[:space:]]|$)' "$f"; then
-            return 0
-        fi
-        # deb822 format: a stanza with Suites containing bookworm and Components with non-free
-        if awk 'BEGIN{RS=""; found=1}
-                /(^|\n)Suites:[^\n]*[[:space:]]bookworm([[:space:]]|\n|$)/ &&
-                /(^|\n)Components:[^\n]*[[:space:]]non-free([[:space:]]|\n|$)/ &&
-                !/(^|\n)Enabled:[[:space:]]*no/ {found=0}
-                END{exit found}' "$f"; then
-            return 0
-        fi
-    done
-    return 1
-}
-
-want_nonfree_src() {
-    # Same stanzas as debian.sources (URIs, Suites, Signed-By...), components contrib + non-free.
-    echo "# Written by bert-explain's scripts/check-cuda.sh: bookworm's contrib and non-free"
-    echo "# components (for nvidia-cuda-toolkit), mirroring $main_src."
-    if [[ -f "$main_src" ]]; then
-        awk 'BEGIN{RS=""; ORS="\n\n"}
-             {
-               n = split($0, lines, "\n"); out = ""
-               for (i = 1; i <= n; i++) {
-                 l = lines[i]
-                 if (l ~ /^#/) continue
-                 if (l ~ /^Components:/) l = "Components: contrib non-free"
-                 out = out l "\n"
-               }
-               sub(/\n$/, "", out); print out
-             }' "$main_src" | sed -e '$ { /^$/d }'
-    else
-        printf '%s\n' \
-            'Types: deb' \
-            'URIs: http://deb.debian.org/debian' \
-            'Suites: bookworm bookworm-updates' \
-            'Components: contrib non-free' \
-            'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
-            '' \
-            'Types: deb' \
-            'URIs: http://deb.debian.org/debian-security' \
-            'Suites: bookworm-security' \
-            'Components: contrib non-free' \
-            'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg'
-    fi
-}
-
-if nonfree_elsewhere; then
-    say "[1/4] bookworm non-free already enabled by another apt source: nothing to add"
+# ---------------------------------------------------------------- 1. CUDA 13.0 from PyPI
+wheels=(
+    nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88
+    nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85 nvidia-cuda-nvrtc==13.0.88
+    nvidia-cublas==13.0.2.14 nvidia-curand==10.4.0.35
+)
+site="$repo/target/cuda13/site"
+root="$site/nvidia/cu13"
+stamp="$repo/target/cuda13/installed"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "${wheels[*]}" ]]; then
+    say "[1/5] installing ${#wheels[@]} CUDA 13.0 wheels into $site"
+    rm -rf "$site"
+    python3 -m pip install --quiet --no-deps --target "$site" "${wheels[@]}" ||
+        die "pip could not install the CUDA wheels"
+    echo "${wheels[*]}" >"$stamp"
 else
-    want="$(want_nonfree_src)"
-    if [[ -f "$nonfree_src" && "$(cat "$nonfree_src")" == "$want" ]]; then
-        say "[1/4] $nonfree_src already in place"
-    else
-        say "[1/4] writing $nonfree_src (bookworm contrib + non-free)"
-        printf '%s\n' "$want" | "${sudo[@]}" tee "$nonfree_src" >/dev/null
-        sources_changed=1
-    fi
+    say "[1/5] CUDA 13.0 wheels already in $site"
 fi
-
-# ---------------------------------------------------------------- 2. packages
-# nvidia-cuda-toolkit: nvcc, headers and libraries (CUDA 11.8 on bookworm).
-# nvcc 11.8 supports host gcc up to 11; bookworm's default gcc is 12, so the toolkit's
-# dependency pulls g++-11 as well, and Debian's nvcc.profile points nvcc at it.
-packages=(nvidia-cuda-toolkit)
-missing=()
-for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done
-if ((${#missing[@]})); then
-    if ((sources_changed)) || ! apt-cache policy nvidia-cuda-toolkit 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-        say "[2/4] apt-get update"
-        apt_get update -q || die "apt-get update failed"
-    fi
-    say "[2/4] installing ${missing[*]} (a few GB, takes a while)"
-    apt_get install -y -q --no-install-recommends "${missing[@]}" ||
-        die "apt-get install ${missing[*]} failed"
-else
-    say "[2/4] ${packages[*]} already installed"
-fi
-
-command -v nvcc >/dev/null 2>&1 || die "nvcc not on PATH after installing nvidia-cuda-toolkit"
-nvcc_version="$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
-say "      $(nvcc --version | grep -m1 release)"
-
-# ---------------------------------------------------------------- 3. build environment
-# No GPU here, so nvidia-smi cannot tell candle-kernels' build (via its build-dependency
-# cudaforge) the compute capability, and the build script fails before compiling anything;
-# cudaforge reads CUDA_COMPUTE_CAP instead. 80 (Ampere) is what candle-kernels' build.rs itself
-# assumes when it cannot detect one, and the lowest at which candle compiles its bf16 kernels
-# (sm_89+ would add the fp8 ones; CUDA 11.8 knows sm_90 at most). It only selects the GPU
-# target baked into this build; 80 is the value this script has been proven with.
-export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-80}"
-# A target dir of its own, so as not to disturb (or wait on) builds in target/. An ambient
-# CARGO_TARGET_DIR is deliberately not honoured; CHECK_CUDA_TARGET_DIR overrides.
-export CARGO_TARGET_DIR="${CHECK_CUDA_TARGET_DIR:-$repo/target/cuda-check}"
-log="${CHECK_CUDA_LOG:-$CARGO_TARGET_DIR/check-cuda.log}"
-mkdir -p "$CARGO_TARGET_DIR" "$(dirname "$log")"
-
-# Host compiler. nvcc 11.8 accepts gcc <= 11, bookworm's default is gcc 12. Debian's
-# /etc/nvcc.profile prepends /usr/lib/nvidia-cuda-toolkit/bin to nvcc's PATH, whose gcc/g++
-# wrappers exec g++-11 (a dependency of the toolkit), so nothing needs setting. Do NOT set
-# NVCC_CCBIN to gcc 12: cudaforge then adds -allow-unsupported-compiler, which is unsupported.
-host_cxx=/usr/lib/nvidia-cuda-toolkit/bin/g++
-if [[ -n "${NVCC_CCBIN:-}" ]]; then
-    host_desc="$("$NVCC_CCBIN" --version 2>/dev/null | head -n 1) (NVCC_CCBIN=$NVCC_CCBIN)"
-elif [[ -x "$host_cxx" ]]; then
-    host_desc="$("$host_cxx" --version 2>/dev/null | head -n 1)" ||
-        die "nvcc's host compiler wrapper $host_cxx finds no supported g++ (install g++-11)"
-    host_desc="$host_desc (Debian's nvcc wrapper $host_cxx)"
-else
-    host_desc="$(g++ --version 2>/dev/null | head -n 1) (g++ on PATH)"
-fi
-
-say "[3/4] nvcc $nvcc_version, host compiler $host_desc"
-say "      CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
-for v in NVCC NVCC_CCBIN NVCC_APPEND_FLAGS NVCC_PREPEND_FLAGS CUDARC_CUDA_VERSION CUDA_HOME CUDA_PATH; do
-    if [[ -n "${!v:-}" ]]; then say "      $v=${!v}"; fi
+[[ -x "$root/bin/nvcc" ]] || die "no nvcc at $root/bin/nvcc after installing the wheels"
+[[ -e "$root/lib64" ]] || ln -s lib "$root/lib64"
+# The linker asks for libcublas.so; the wheels hold libcublas.so.13 and the like.
+for lib in "$root"/lib/lib*.so.*; do
+    base="${lib##*/}"
+    plain="$root/lib/${base%%.so.*}.so"
+    [[ -e "$plain" ]] || ln -s "$base" "$plain"
 done
 
-# Fail fast, in seconds rather than after half an hour of cargo, if nvcc cannot compile at all.
-smoke="$(mktemp -d)"
-trap 'rm -rf "$smoke"' EXIT
-cat >"$smoke/smoke.cu" <<'CU'
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-extern "C" __global__ void axpy(float a, const float *x, float *y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
+# ---------------------------------------------------------------- 2. the driver stub
+# The cudarc that Cargo.lock names: its declarations are the symbols the build links.
+cudarc_version="$(awk '/^name = "cudarc"$/ {getline; gsub(/[^0-9.]/, "", $0); print; exit}' Cargo.lock)"
+find_cudarc() {
+    find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -mindepth 2 -maxdepth 2 -name "cudarc-$cudarc_version" | head -n 1
 }
-CU
-cap_arch="${CUDA_COMPUTE_CAP%[af]}"
-if ! nvcc -std=c++17 "-gencode=arch=compute_${cap_arch},code=sm_${cap_arch}" -c -Xcompiler -fPIC \
-    ${NVCC_CCBIN:+-ccbin "$NVCC_CCBIN"} -o "$smoke/smoke.o" "$smoke/smoke.cu" >"$smoke/out" 2>&1; then
-    cat "$smoke/out" >&2
-    die "nvcc cannot compile a trivial kernel for sm_${cap_arch} (see above)"
+cudarc="$(find_cudarc)"
+if [[ -z "$cudarc" ]]; then
+    cargo fetch --quiet
+    cudarc="$(find_cudarc)"
 fi
-say "      nvcc smoke test (sm_${cap_arch}) passed"
+[[ -f "$cudarc/src/driver/sys/mod.rs" ]] || die "cudarc's driver declarations not found (cargo fetch)"
+stubs="$repo/target/cuda13/stubs"
+if [[ ! -f "$stubs/libcuda.so.1" ]]; then
+    say "[2/5] a stub libcuda.so.1 from $cudarc's driver declarations (for the link only)"
+    mkdir -p "$stubs"
+    # Every function cudarc declares in an extern block: `fn cuName(`; each becomes an empty
+    # exported symbol, which is all the linker checks.
+    grep -oE '^\s+fn cu[A-Za-z0-9_]+\(' "$cudarc/src/driver/sys/mod.rs" |
+        sed -E 's/^\s+fn (cu[A-Za-z0-9_]+)\(/void \1(void) {}/' | sort -u >"$stubs/stub.c"
+    [[ $(wc -l <"$stubs/stub.c") -gt 100 ]] || die "found too few driver functions in cudarc"
+    gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stubs/libcuda.so.1" "$stubs/stub.c"
+    ln -sf libcuda.so.1 "$stubs/libcuda.so"
+else
+    say "[2/5] stub driver already at $stubs/libcuda.so.1"
+fi
 
-# ---------------------------------------------------------------- 4. build
-say "[4/4] cargo build --features cuda (log: $log)"
-say "      a fresh build compiles candle's CUDA kernels with nvcc: about 40 minutes on 2 busy cores"
-cd "$repo"
+# ---------------------------------------------------------------- 3. the CUDA build
+export PATH="$root/bin:$PATH"
+export CUDA_HOME="$root" CUDA_PATH="$root" CUDA_ROOT="$root"
+export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
+export LIBRARY_PATH="$stubs:$root/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+export RUSTFLAGS="-L native=$stubs -L native=$root/lib"
+export CARGO_PROFILE_RELEASE_LTO=false
+jobs=(${CHECK_CUDA_JOBS:+-j "$CHECK_CUDA_JOBS"})
+say "[3/5] $(nvcc --version | grep -m1 release); CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP"
 b0=$SECONDS
-# cargo draws no progress bar into a pipe: say every few minutes that it is still going.
-(
-    trap 'kill "$nap" 2>/dev/null; exit 0' TERM
-    while :; do
-        sleep 180 & nap=$!
-        wait "$nap"
-        say "      ... still building, $(((SECONDS - b0) / 60)) min so far; last: $(grep -v '^[[:space:]]*$' "$log" 2>/dev/null | tail -n 1 | sed 's/^[[:space:]]*//')"
-    done
-) &
-heartbeat=$!
-trap 'kill "$heartbeat" 2>/dev/null || true; rm -rf "$smoke"' EXIT
-set +e
-cargo build --features cuda 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-set -e
-kill "$heartbeat" 2>/dev/null || true
-took=$((SECONDS - b0))
-if ((rc != 0)); then
-    say "build failed after ${took}s; the last lines of $log:"
-    tail -n 40 "$log" >&2
-    verdict FAIL "cargo build --features cuda failed (exit $rc, after ${took}s) with nvcc $nvcc_version, CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP; see $log"
-    exit 1
+cargo build --release --features cuda --target-dir target/cuda "${jobs[@]}" ||
+    die "cargo build --release --features cuda failed"
+cuda_bin=target/cuda/release/bert-explain
+needed="$(readelf -d "$cuda_bin" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
+[[ "$needed" == *libcuda.so.1* ]] || die "$cuda_bin does not link libcuda.so.1: was the cuda feature applied?"
+say "      built in $((SECONDS - b0)) s; it needs: $needed"
+
+# ---------------------------------------------------------------- 4. CPU binary, Python wheel
+say "[4/5] the CPU release binary (the release profile as users build it, into target/release)"
+env -u RUSTFLAGS -u LIBRARY_PATH -u CARGO_PROFILE_RELEASE_LTO cargo build --release "${jobs[@]}" ||
+    die "cargo build --release failed"
+wheel=""
+if [[ $python == yes ]]; then
+    say "      the Python wheel with the cuda feature"
+    venv="$repo/target/cuda13/venv"
+    [[ -x "$venv/bin/maturin" ]] || {
+        python3 -m venv "$venv" && "$venv/bin/pip" install --quiet 'maturin>=1.9,<2'
+    } || die "cannot install maturin"
+    rm -rf target/cuda/wheels
+    "$venv/bin/maturin" build --release --features cuda --target-dir target/cuda \
+        --out target/cuda/wheels --compatibility linux --auditwheel skip "${jobs[@]}" ||
+        die "maturin build --features cuda failed"
+    wheel="$(ls target/cuda/wheels/*.whl)"
 fi
 
-# Proof that the feature took: the binary links CUDA's libraries (it loads them at start-up,
-# so on a machine without a driver it only runs where libcuda.so.1 exists, as it does here).
-bin="$CARGO_TARGET_DIR/debug/bert-explain"
-if [[ -x "$bin" ]] && command -v ldd >/dev/null 2>&1; then
-    libs="$(ldd "$bin" | awk '/libcuda\.so|libcublas\.so|libcurand\.so|libcudart\.so/ {print $1}' | sort | tr '\n' ' ')"
-    [[ "$libs" == *libcuda.so* ]] || die "built, but $bin does not link libcuda: was the cuda feature applied?"
-    say "      $bin links: $libs"
-fi
-verdict OK "cargo build --features cuda compiles (nvcc $nvcc_version, $(echo "$host_desc" | cut -d' ' -f1-4), CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP, build ${took}s, total $((SECONDS - t0))s)"
+# ---------------------------------------------------------------- 5. the bundle
+bundle=target/gpu-bundle
+rm -rf "$bundle"
+mkdir -p "$bundle"
+say "[5/5] packing $bundle"
+xz -T0 -6 -c "$cuda_bin" >"$bundle/bert-explain-cuda.xz"
+xz -T0 -6 -c target/release/bert-explain >"$bundle/bert-explain-cpu.xz"
+[[ -n "$wheel" ]] && cp "$wheel" "$bundle/"
+{
+    echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
+    echo "cuda $(nvcc --version | grep -m1 release | sed 's/.*release //'), CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP"
+    (cd "$bundle" && sha256sum -- *)
+} >"$bundle/MANIFEST"
+say "      $(du -sh "$bundle" | cut -f1) in all (the device tool carries at most 64 MiB)"
+echo "check-cuda: OK: built and packed in $((SECONDS - t0)) s; on the GPU machine: scripts/gpu-check.sh $bundle \"\$OUT\""

@@ -1,13 +1,16 @@
 //! Many sentences through one loaded model: JSON lines in, one report (or error record) per
 //! line out, and the dataset-level summary of `--evaluate`.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 use crate::error::Result;
 use crate::evaluate::Summary;
-use crate::explain::{EvaluateOptions, ExplainOptions, Explainer};
+use crate::explain::{EvaluateOptions, ExplainOptions, Explainer, Forwarded};
 use crate::input::{Line, Lines, LINE_LIMIT};
 
 /// One input line: `{"text": "...", "target": 7, "candidates": ["is", "are"],
@@ -54,6 +57,13 @@ pub struct BatchOutcome {
     pub failed: usize,
     /// Correlations over the examples that succeeded, with `--evaluate`.
     pub summary: Summary,
+    /// Seconds spent in the forward passes ([`Explainer::forward`], on the model's device),
+    /// and in finishing the reports ([`Explainer::finish`], on the host), summed over the
+    /// threads that ran them: the pipeline's two stages.
+    pub forward_seconds: f64,
+    pub finish_seconds: f64,
+    /// How many threads finished reports.
+    pub workers: usize,
 }
 
 /// The lines of a batch file that hold something (blank lines are skipped), each at most
@@ -98,52 +108,105 @@ pub fn explain_record(
     line: &Line,
     options: &ExplainOptions,
 ) -> Record {
-    match explain_line(explainer, line, options) {
-        Ok(report) => Record::Report(Box::new(report)),
-        Err(message) => Record::Error {
-            line: number,
-            message,
-        },
-    }
+    finish_line(explainer, number, start_line(explainer, line, options))
 }
 
 /// Explains every non-blank line of `input`, writing one JSON line per input line to
 /// `output`: the report, or `{"line": N, "error": "..."}` for a line that cannot be
-/// explained (the others still run). `progress(done)` is called after each line. Memory
-/// stays bounded whatever the input: lines are read one at a time, each capped.
+/// explained (the others still run). `progress(done)` is called after each line.
+///
+/// A pipeline: this thread writes; one thread reads the lines and runs the model's forward
+/// passes ([`Explainer::forward`], all the device's work for a plain report); one worker a
+/// core finishes the reports on the host ([`Explainer::finish`]: flow above all), while the
+/// forward passes of the next lines run. Reports are written in the input's order, and
+/// memory stays bounded whatever the input: lines are read one at a time, each capped, and
+/// at most a worker's count plus two lines are in flight.
 pub fn run_batch(
     explainer: &Explainer,
-    input: impl BufRead,
+    input: impl BufRead + Send,
     output: &mut dyn Write,
     options: &ExplainOptions,
     mut progress: impl FnMut(usize),
 ) -> Result<BatchOutcome> {
-    let mut outcome = BatchOutcome::default();
-    for line in examples(input) {
-        let (number, line) = line?;
-        outcome.examples += 1;
-        let record = explain_record(explainer, number, &line, options);
-        match &record {
-            Record::Report(report) => {
-                if let Some(evaluation) = &report.evaluation {
-                    outcome.summary.add(evaluation);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let in_flight = workers + 2;
+    std::thread::scope(|scope| {
+        // A ticket for every line in flight, handed back as its record is written.
+        let (ticket_tx, ticket_rx) = mpsc::sync_channel::<()>(in_flight);
+        for _ in 0..in_flight {
+            ticket_tx.send(()).expect("the channel holds every ticket");
+        }
+        let (job_tx, job_rx) = mpsc::sync_channel::<(usize, usize, Started)>(1);
+        let (done_tx, done_rx) = mpsc::channel::<(usize, Record, Duration)>();
+        let reader = scope.spawn(move || -> std::io::Result<f64> {
+            let mut busy = Duration::ZERO;
+            for (seq, line) in examples(input).enumerate() {
+                if ticket_rx.recv().is_err() {
+                    break; // the writer has stopped
+                }
+                let (number, line) = line?;
+                let start = Instant::now();
+                let started = start_line(explainer, &line, options);
+                busy += start.elapsed();
+                if job_tx.send((seq, number, started)).is_err() {
+                    break;
                 }
             }
-            Record::Error { .. } => outcome.failed += 1,
+            Ok(busy.as_secs_f64())
+        });
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        for _ in 0..workers {
+            let (job_rx, done_tx) = (Arc::clone(&job_rx), done_tx.clone());
+            scope.spawn(move || loop {
+                let job = job_rx.lock().map(|rx| rx.recv());
+                let Ok(Ok((seq, number, started))) = job else {
+                    break;
+                };
+                let start = Instant::now();
+                let record = finish_line(explainer, number, started);
+                if done_tx.send((seq, record, start.elapsed())).is_err() {
+                    break;
+                }
+            });
         }
-        let json = record.to_json().map_err(std::io::Error::from)?;
-        writeln!(output, "{json}")?;
-        progress(outcome.examples);
-    }
-    output.flush()?;
-    Ok(outcome)
+        drop((done_tx, job_rx));
+        let mut outcome = BatchOutcome {
+            workers,
+            ..BatchOutcome::default()
+        };
+        let mut waiting = BTreeMap::new();
+        for (seq, record, took) in done_rx {
+            outcome.finish_seconds += took.as_secs_f64();
+            waiting.insert(seq, record);
+            while let Some(record) = waiting.remove(&outcome.examples) {
+                outcome.examples += 1;
+                match &record {
+                    Record::Report(report) => {
+                        if let Some(evaluation) = &report.evaluation {
+                            outcome.summary.add(evaluation);
+                        }
+                    }
+                    Record::Error { .. } => outcome.failed += 1,
+                }
+                let json = record.to_json().map_err(std::io::Error::from)?;
+                writeln!(output, "{json}")?;
+                progress(outcome.examples);
+                // The reader may have finished and dropped its end.
+                let _ = ticket_tx.send(());
+            }
+        }
+        outcome.forward_seconds = reader.join().expect("the reader does not panic")?;
+        output.flush()?;
+        Ok(outcome)
+    })
 }
 
-fn explain_line(
-    explainer: &Explainer,
-    line: &Line,
-    options: &ExplainOptions,
-) -> std::result::Result<crate::Report, String> {
+/// A line after the device's part of its report: the options it is explained with, and its
+/// forward pass; or why it cannot be explained.
+type Started = std::result::Result<(ExplainOptions, Forwarded), String>;
+
+/// Reads a line's fields over `options` and runs the forward pass.
+fn start_line(explainer: &Explainer, line: &Line, options: &ExplainOptions) -> Started {
     let example = Example::parse(line)?;
     let evaluate = match (&options.evaluate, example.label) {
         (None, Some(_)) => {
@@ -162,7 +225,24 @@ fn explain_line(
         candidates: example.candidates.or_else(|| options.candidates.clone()),
         ..options.clone()
     };
-    explainer
-        .explain(&example.text, &options)
-        .map_err(|e| e.to_string())
+    let forwarded = explainer
+        .forward(&example.text, &options)
+        .map_err(|e| e.to_string())?;
+    Ok((options, forwarded))
+}
+
+/// The record of line `number`: its report finished on the host, or its error.
+fn finish_line(explainer: &Explainer, number: usize, started: Started) -> Record {
+    let report = started.and_then(|(options, forwarded)| {
+        explainer
+            .finish(forwarded, &options)
+            .map_err(|e| e.to_string())
+    });
+    match report {
+        Ok(report) => Record::Report(Box::new(report)),
+        Err(message) => Record::Error {
+            line: number,
+            message,
+        },
+    }
 }

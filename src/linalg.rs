@@ -155,7 +155,10 @@ mod tests {
         let weight = counting(&[32, 32]);
         let w_t = weight.t().unwrap();
         assert_eq!(w_t.stride(), &[1, 32]);
-        assert!(gemm_ready(w_t.dims(), w_t.stride()), "a transposed view needs no copy");
+        assert!(
+            gemm_ready(w_t.dims(), w_t.stride()),
+            "a transposed view needs no copy"
+        );
         let product = matmul(&row, &w_t).unwrap();
         assert_eq!(product.to_vec2::<f32>().unwrap(), by_hand(&row, &w_t));
     }
@@ -186,22 +189,36 @@ mod tests {
     fn strided_views_give_the_contiguous_product() {
         // A head-split, transposed and sliced batch, as attention and the heads make them.
         let x = counting(&[2, 6, 4, 5]).transpose(1, 2).unwrap(); // [2, 4, 6, 5]
-        let y = counting(&[2, 4, 7, 5]).narrow(2, 1, 5).unwrap().t().unwrap(); // [2, 4, 5, 5]
+        let y = counting(&[2, 4, 7, 5])
+            .narrow(2, 1, 5)
+            .unwrap()
+            .t()
+            .unwrap(); // [2, 4, 5, 5]
         let got = matmul(&x, &y).unwrap();
         #[allow(clippy::disallowed_methods)]
-        let want = x.contiguous().unwrap().matmul(&y.contiguous().unwrap()).unwrap();
+        let want = x
+            .contiguous()
+            .unwrap()
+            .matmul(&y.contiguous().unwrap())
+            .unwrap();
         assert_eq!(
             got.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
             want.flatten_all().unwrap().to_vec1::<f32>().unwrap()
         );
         let three = counting(&[2, 2, 2, 3, 3]);
-        assert!(matmul(&three, &three).is_err(), "more than two batch dimensions");
+        assert!(
+            matmul(&three, &three).is_err(),
+            "more than two batch dimensions"
+        );
     }
 
     #[test]
     fn dense_is_x_times_w_transposed_plus_b() {
         let x = counting(&[3, 4, 5]);
-        let (w, b) = (counting(&[2, 5]), Tensor::new(&[0.5f32, -1.0], &Device::Cpu).unwrap());
+        let (w, b) = (
+            counting(&[2, 5]),
+            Tensor::new(&[0.5f32, -1.0], &Device::Cpu).unwrap(),
+        );
         let dense = Dense::new(w.clone(), Some(b));
         let y = dense.forward(&x.i((.., 2, ..)).unwrap()).unwrap();
         let mut want = by_hand(&x.i((.., 2, ..)).unwrap(), &w.t().unwrap());

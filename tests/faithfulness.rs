@@ -189,3 +189,57 @@ fn terminal_shows_the_scores_and_correlations() {
         assert!((p - r.unwrap()).abs() <= 5e-4, "{p} vs {r:?}");
     }
 }
+
+/// Batch mode's pipeline (forward passes on one thread, reports finished on several) writes
+/// every line's record in the input's order, each the same as explaining the line alone.
+#[test]
+fn the_batch_pipeline_keeps_the_order_and_the_numbers() {
+    use bert_explain::batch::run_batch;
+    use bert_explain::{ExplainOptions, Explainer, ModelSource};
+
+    let model = repo().join("models/tiny-bert-modern");
+    let explainer = Explainer::load(
+        &ModelSource::Folder(model),
+        &bert_explain::device(bert_explain::DeviceChoice::Cpu).unwrap(),
+    )
+    .unwrap();
+    let texts = [
+        "the cat sat on the [MASK] .",
+        "no mask in this one",
+        "the keys to the cabinet [MASK] on the table .",
+        "[MASK]",
+        "the author talked to sara about [MASK] book",
+        "a [MASK] b [MASK]",
+        "the dog near the cars [MASK] barking .",
+        "the cat sat on the mat and then the cat sat on the [MASK] again .",
+    ];
+    let input: String = texts
+        .iter()
+        .map(|t| serde_json::json!({ "text": t }).to_string() + "\n")
+        .collect();
+    let options = ExplainOptions {
+        all_positions: true,
+        ..ExplainOptions::default()
+    };
+    let mut output = Vec::new();
+    let mut seen = Vec::new();
+    let outcome = run_batch(
+        &explainer,
+        input.as_bytes(),
+        &mut output,
+        &options,
+        |done| seen.push(done),
+    )
+    .unwrap();
+    assert_eq!((outcome.examples, outcome.failed), (8, 2));
+    assert_eq!(seen, (1..=8).collect::<Vec<_>>());
+    let lines: Vec<&str> = std::str::from_utf8(&output).unwrap().lines().collect();
+    assert_eq!(lines.len(), texts.len());
+    for (i, (line, text)) in lines.iter().zip(texts).enumerate() {
+        let alone = match explainer.explain(text, &options) {
+            Ok(report) => serde_json::to_string(&report).unwrap(),
+            Err(e) => serde_json::json!({"line": i + 1, "error": e.to_string()}).to_string(),
+        };
+        assert_eq!(*line, alone, "line {}", i + 1);
+    }
+}

@@ -76,8 +76,11 @@ pub fn explain_attention(
         model: name,
         device: &device,
         tokens,
+        layers: stack.layers(),
+        heads: stack.heads(),
     };
-    assemble(source, stack, target, None, options)
+    let graph = AttentionGraph::new(stack, options.relevance)?;
+    assemble(source, &graph, target, None, options)
 }
 
 /// The position [`explain_attention`] explains: `target` if it is in range, else the one
@@ -91,16 +94,17 @@ pub(super) struct Source<'a> {
     pub(super) model: &'a str,
     pub(super) device: &'a Device,
     pub(super) tokens: Vec<String>,
+    pub(super) layers: usize,
+    pub(super) heads: usize,
 }
 
 pub(super) fn assemble(
     source: Source,
-    stack: &AttentionStack,
+    graph: &AttentionGraph,
     target: usize,
     prediction: Option<Prediction>,
     options: &ExplainOptions,
 ) -> Result<Report> {
-    let graph = AttentionGraph::new(stack, options.relevance)?;
     let relevance = graph.relevance(target)?;
     let maps = [&relevance.raw, &relevance.rollout, &relevance.flow];
     if maps
@@ -131,8 +135,8 @@ pub(super) fn assemble(
         family: None,
         task: None,
         special: None,
-        layers: stack.layers(),
-        heads: stack.heads(),
+        layers: source.layers,
+        heads: source.heads,
         relevance,
         all_positions,
         importance: None,

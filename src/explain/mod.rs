@@ -21,7 +21,7 @@ use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank};
 use crate::methods::{self, Mixing, Run};
 use crate::model::{EncoderConfig, Keep, Model, Task};
-use crate::relevance::RelevanceOptions;
+use crate::relevance::{AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report};
 use crate::tokens::{Encoding, TextTokenizer};
 
@@ -130,6 +130,11 @@ impl Explainer {
         self.model.task()
     }
 
+    /// Where the model runs: "cpu", "cuda" or "metal".
+    pub fn device_name(&self) -> &'static str {
+        crate::device::device_name(&self.device)
+    }
+
     /// The family's name (`bert`, `roberta`, ...).
     pub fn family(&self) -> &'static str {
         self.model.family().name
@@ -142,6 +147,13 @@ impl Explainer {
 
     /// Explains the prediction at the target position of `text`.
     pub fn explain(&self, text: &str, options: &ExplainOptions) -> Result<Report> {
+        self.finish(self.forward(text, options)?, options)
+    }
+
+    /// The first half of [`Explainer::explain`], all of it on the model's device: the forward
+    /// pass, and its attention brought to the host in one copy. Batch mode runs it for the
+    /// next lines while the host finishes earlier ones.
+    pub fn forward(&self, text: &str, options: &ExplainOptions) -> Result<Forwarded> {
         let Prepared {
             encoding,
             task,
@@ -154,6 +166,7 @@ impl Explainer {
             .model
             .forward(&input, Some(&types), target, Keep::default())?;
         let stack = AttentionStack::from_tensors(&output.attentions())?;
+        let graph = AttentionGraph::new(&stack, options.relevance)?;
         let probs = match &output.logits {
             Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),
             None => None,
@@ -161,6 +174,33 @@ impl Explainer {
         let prediction = probs
             .as_ref()
             .map(|p| self.describe(p, &candidates, options.top_k));
+        Ok(Forwarded {
+            encoding,
+            task,
+            target,
+            input,
+            types,
+            shape: (stack.layers(), stack.heads()),
+            graph,
+            probs,
+            prediction,
+        })
+    }
+
+    /// The second half of [`Explainer::explain`]: the maps on the host, and what
+    /// `options.mixing` and `options.evaluate` ask of the model.
+    pub fn finish(&self, forwarded: Forwarded, options: &ExplainOptions) -> Result<Report> {
+        let Forwarded {
+            encoding,
+            task,
+            target,
+            input,
+            types,
+            shape: (layers, heads),
+            graph,
+            probs,
+            prediction,
+        } = forwarded;
         // Never blanked by ERASER: special tokens, mask tokens, the explained position.
         let mask = self.tokenizer.mask_id();
         let fixed: Vec<bool> = (0..encoding.ids.len())
@@ -171,8 +211,11 @@ impl Explainer {
             model: &self.name,
             device: &self.device,
             tokens: encoding.tokens,
+            layers,
+            heads,
         };
-        let mut report = assemble(source, &stack, target, prediction, options)?;
+        let mut report = assemble(source, &graph, target, prediction, options)?;
+        drop(graph);
         let methods = match &options.mixing {
             Some(mixings) => {
                 let score = match &probs {
@@ -342,6 +385,23 @@ impl Explainer {
             }
         }
     }
+}
+
+/// A text after the forward pass ([`Explainer::forward`]), its attention on the host: what
+/// [`Explainer::finish`] makes the report of.
+pub struct Forwarded {
+    encoding: Encoding,
+    task: Task,
+    target: usize,
+    /// `[1, n]` token ids and token types, on the model's device.
+    input: Tensor,
+    types: Tensor,
+    /// The stack's layers and heads.
+    shape: (usize, usize),
+    graph: AttentionGraph,
+    /// The head's probabilities at the target.
+    probs: Option<Vec<f32>>,
+    prediction: Option<Prediction>,
 }
 
 /// A text ready for the forward pass.

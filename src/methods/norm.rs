@@ -19,7 +19,7 @@ pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
     let per_token = f.transpose(0, 1)?.contiguous()?; // [n(j), H, d]
     let gram = matmul(&per_token, &per_token.t()?)?; // [n(j), H, H]
     let squared = matmul(&by_column, &gram)?.mul(&by_column)?.sum(D::Minus1)?; // [n(j), n(i)]
-                                                                             // Rounding can leave −1e-17 where the exact value is 0.
+                                                                               // Rounding can leave −1e-17 where the exact value is 0.
     Ok(squared.relu()?.sqrt()?.t()?.contiguous()?)
 }
 

@@ -1,7 +1,7 @@
 //! Multi-head self-attention that hands back its softmax probabilities.
 
-use candle_core::{Module, Tensor, Var, D};
 use crate::linalg::{broadcast_matmul, matmul, Dense};
+use candle_core::{Module, Tensor, Var, D};
 
 use super::config::EncoderConfig;
 use super::family::LayerNames;

@@ -1,8 +1,8 @@
 //! Heads that score one position against a few labels: sequence classification (on the
 //! first token) and ELECTRA's replaced-token discriminator (on any token).
 
-use candle_core::{Module, Tensor};
 use crate::linalg::Dense;
+use candle_core::{Module, Tensor};
 
 use super::attention::load_linear;
 use super::config::{Activation, EncoderConfig};

@@ -1,7 +1,7 @@
 //! One encoder layer: attention, then the feed-forward block, each with residual and LayerNorm.
 
-use candle_core::{Module, Tensor};
 use crate::linalg::Dense;
+use candle_core::{Module, Tensor};
 
 use super::attention::{load_linear, Attention};
 use super::config::{Activation, EncoderConfig};

@@ -1,7 +1,7 @@
 //! The masked-LM head: dense, activation, LayerNorm, and the decoder onto the vocabulary.
 
-use candle_core::{Module, Tensor};
 use crate::linalg::Dense;
+use candle_core::{Module, Tensor};
 
 use super::attention::load_linear;
 use super::config::{Activation, EncoderConfig};

@@ -48,8 +48,8 @@ pub struct AllPositions {
     pub flow: Vec<Vec<Vec<f64>>>,
 }
 
-/// The layers as a graph: fused and residual-augmented attention on the device, and the
-/// capacities that flow reads on the host.
+/// The layers as a graph, on the host: fused attention, and the residual-augmented layers
+/// that rollout and flow read.
 pub struct AttentionGraph {
     fused: Tensor,
     augmented: Tensor,
@@ -57,8 +57,10 @@ pub struct AttentionGraph {
 }
 
 impl AttentionGraph {
+    /// The heads are fused where the stack lies; a stack on a GPU then comes to the host in
+    /// one copy of `[L, n, n]` (an H-th of the stack), and every map is computed there.
     pub fn new(stack: &AttentionStack, options: RelevanceOptions) -> Result<Self> {
-        let fused = stack.fuse(options.fusion)?;
+        let fused = host(&stack.fuse(options.fusion)?)?;
         let augmented = with_residual(&fused, options.residual)?;
         Ok(Self {
             capacities: HostLayers::new(&augmented)?,
@@ -83,12 +85,9 @@ impl AttentionGraph {
 
     /// Rollout alone for `target` (< n), `[L][n]`, without computing any flow.
     pub fn rollout(&self, target: usize) -> Result<Vec<Vec<f64>>> {
-        match self.augmented.device() {
-            Device::Cpu => Ok(self
-                .capacities
-                .read(|layers| rollout_on_host(layers, target))),
-            _ => to_rows(&rollout(&self.augmented, target)?),
-        }
+        Ok(self
+            .capacities
+            .read(|layers| rollout_on_host(layers, target)))
     }
 
     /// Flow alone for `target` (< n), `[L][n]`.
