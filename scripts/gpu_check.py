@@ -90,7 +90,7 @@ CASES = (
                  {"text": "the author talked to sara about [MASK] book", "target": 7}]),
         case("batch mode, agreement-classifier --evaluate", "agreement-classifier", "--evaluate",
              stdin_lines="data/agreement-heldout.jsonl:40"),
-        case("--attention (a .npy stack) on the device", None, "--all-positions", "--mixing", "attention",
+        case("--attention (a .npy stack) on the device", None, "--all-positions", "--target", "4",
              attention=True),
     ]
 )
@@ -266,7 +266,9 @@ def bert_base(folder, peaked=False):
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(0)
+    # Eager attention: the implementation that hands back its probabilities.
     model = BertForMaskedLM(BertConfig())
+    model.set_attn_implementation("eager")
     if peaked:
         with torch.no_grad():
             for layer in model.bert.encoder.layer:
@@ -302,7 +304,8 @@ def torch_rate(model, lines, n, device):
     ids = [torch.randint(5, 5 + WORDS, (1, n), device=device) for _ in range(lines)]
     with torch.no_grad():
         for x in ids[:5]:
-            model(input_ids=x, output_attentions=True)
+            attentions = model(input_ids=x, output_attentions=True).attentions
+            assert len(attentions) == 12 and attentions[0].shape[-1] == n, "no attentions came back"
         if device == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
