@@ -3,7 +3,7 @@
 # PyPI's wheels (the libraries the lent H100 machine has in its torch environment), and packs
 # what scripts/gpu-check.sh runs there: the CUDA and CPU release binaries, the Python wheel
 # built with the cuda feature, compressed. CI does not run this (downloads about 1 GB of
-# wheels and compiles candle's CUDA kernels: about 25 minutes on 2 cores).
+# wheels and compiles candle's CUDA kernels: 16.5 minutes for the CUDA binary on 2 busy cores).
 #
 # Steps, each skipped when already done (re-runnable):
 #   1. the CUDA 13.0 wheels, installed (no dependencies) into target/cuda13/site; their files
@@ -137,11 +137,12 @@ mkdir -p "$bundle"
 say "[5/5] packing $bundle"
 xz -T0 -6 -c "$cuda_bin" >"$bundle/bert-explain-cuda.xz"
 xz -T0 -6 -c target/release/bert-explain >"$bundle/bert-explain-cpu.xz"
-[[ -n "$wheel" ]] && cp "$wheel" "$bundle/"
+if [[ -n "$wheel" ]]; then cp "$wheel" "$bundle/"; fi
 {
     echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
     echo "cuda $(nvcc --version | grep -m1 release | sed 's/.*release //'), CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP"
-    (cd "$bundle" && sha256sum -- *)
-} >"$bundle/MANIFEST"
+    (cd "$bundle" && sha256sum -- *.xz *.whl 2>/dev/null || true)
+} >"$bundle/MANIFEST.tmp"
+mv "$bundle/MANIFEST.tmp" "$bundle/MANIFEST"
 say "      $(du -sh "$bundle" | cut -f1) in all (the device tool carries at most 64 MiB)"
 echo "check-cuda: OK: built and packed in $((SECONDS - t0)) s; on the GPU machine: scripts/gpu-check.sh $bundle \"\$OUT\""

@@ -26,8 +26,8 @@ for b in cpu cuda; do
     chmod +x "$bin/bert-explain-$b"
 done
 
-# The CUDA libraries the binary needs besides the driver (libcublas.so.13, libcublasLt.so.13,
-# libcudart.so.13, libcurand.so.10, libnvrtc.so.13) come with torch's CUDA 13 wheels.
+# The CUDA libraries the binary needs besides the driver (libcublas.so.13, which loads
+# libcublasLt.so.13, libcudart.so.13 and libcurand.so.10) come with torch's CUDA 13 wheels.
 site="$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null || true)"
 if [[ -n "$site" && -d "$site/nvidia/cu13/lib" ]]; then
     export LD_LIBRARY_PATH="$site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
