@@ -53,6 +53,21 @@ fn agreement_classifier_gets_the_held_out_prefixes_right() {
 }
 
 #[test]
+fn natural_agreement_classifier_gets_its_stated_held_out_accuracy() {
+    // models/agreement-natural/TRAINING.md: 3691/4073 with transformers. Prefixes whose two
+    // probabilities are within f32 rounding of each other may flip, a handful at most.
+    let (correct, total) = accuracy(
+        &repo().join("models/agreement-natural"),
+        "data/agreement-natural-heldout.jsonl",
+    );
+    assert_eq!(total, 4073);
+    assert!(
+        (3686..=3696).contains(&correct),
+        "{correct}/{total} held-out prefixes"
+    );
+}
+
+#[test]
 fn sentiment_classifier_on_real_minilm_gets_its_stated_test_accuracy() {
     // models/sentiment-head/TRAINING.md: 747/1000 with transformers. Reviews whose two
     // probabilities are within f32 rounding of each other may flip, a handful at most.
