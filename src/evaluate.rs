@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::eraser::Eraser;
-use crate::importance::Importance;
+use crate::importance::{Importance, SCORES};
 use crate::methods::{Methods, Mixing};
 use crate::relevance::Relevance;
 
@@ -27,20 +27,20 @@ pub struct MapCorrelations {
     pub flow: Vec<Option<f64>>,
 }
 
-/// One method's correlations with each importance score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MethodEvaluation {
-    pub gradient_norm: MapCorrelations,
-    pub gradient_x_input: MapCorrelations,
-    pub blank_out: MapCorrelations,
-}
+/// One method's correlations with each importance score, by the score's name.
+pub type MethodEvaluation = BTreeMap<String, MapCorrelations>;
 
 /// The report's `evaluation`: correlations with each importance score.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
-    pub gradient_norm: Correlations,
-    pub gradient_x_input: Correlations,
-    pub blank_out: Correlations,
+    /// Attention's raw, rollout and flow correlated with each score, by the score's name (the
+    /// names of [`SCORES`], keys of `evaluation` itself in the JSON).
+    #[serde(flatten)]
+    pub scores: BTreeMap<String, Correlations>,
+    /// Whether special tokens ([CLS], [SEP], ...) were left out of every correlation
+    /// (`--correlate-without-specials`); they count by default, as in the paper's code.
+    #[serde(default)]
+    pub without_specials: bool,
     /// With `--mixing`: every method's maps correlated the same way (attention's are the
     /// ones above).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,83 +51,91 @@ pub struct Evaluation {
     pub eraser: Option<BTreeMap<String, Eraser>>,
 }
 
-/// Correlates each row of `maps` with `score`.
-fn rows(maps: &[Vec<f64>], score: &[f64]) -> Vec<Option<f64>> {
-    maps.iter().map(|row| spearman(row, score)).collect()
+/// Correlates each row of `maps` with `score`, over the positions `keep` allows (all
+/// where `None`).
+fn rows(maps: &[Vec<f64>], score: &[f64], keep: Option<&[bool]>) -> Vec<Option<f64>> {
+    let kept = |values: &[f64]| -> Vec<f64> {
+        match keep {
+            Some(keep) => (values.iter().zip(keep))
+                .filter(|(_, k)| **k)
+                .map(|(v, _)| *v)
+                .collect(),
+            None => values.to_vec(),
+        }
+    };
+    let score = kept(score);
+    maps.iter()
+        .map(|row| spearman(&kept(row), &score))
+        .collect()
 }
 
 impl Evaluation {
     /// Correlates every layer of every map (attention's, and each method's) with every
-    /// score, over all n input tokens.
+    /// score, over all n input tokens, or with `specials` over those it marks false.
     pub fn compute(
         relevance: &Relevance,
         methods: Option<&Methods>,
         importance: &Importance,
+        specials: Option<&[bool]>,
     ) -> Self {
-        let correlate = |score: &[f64]| Correlations {
-            raw: rows(&relevance.raw, score),
-            rollout: rows(&relevance.rollout, score),
-            flow: rows(&relevance.flow, score),
-        };
+        let keep: Option<Vec<bool>> = specials.map(|s| s.iter().map(|special| !special).collect());
+        let keep = keep.as_deref();
+        let scores = importance.scores();
         let methods = methods.map(|methods| {
             methods
                 .iter()
                 .filter(|(name, _)| name.as_str() != Mixing::Attention.name())
                 .map(|(name, maps)| {
-                    let correlate = |score: &[f64]| MapCorrelations {
-                        layer: rows(&maps.layer, score),
-                        rollout: rows(&maps.rollout, score),
-                        flow: rows(&maps.flow, score),
-                    };
-                    let evaluation = MethodEvaluation {
-                        gradient_norm: correlate(&importance.gradient_norm),
-                        gradient_x_input: correlate(&importance.gradient_x_input),
-                        blank_out: correlate(&importance.blank_out),
-                    };
+                    let evaluation = (scores.iter())
+                        .map(|(score, values)| {
+                            let correlations = MapCorrelations {
+                                layer: rows(&maps.layer, values, keep),
+                                rollout: rows(&maps.rollout, values, keep),
+                                flow: rows(&maps.flow, values, keep),
+                            };
+                            (score.to_string(), correlations)
+                        })
+                        .collect();
                     (name.clone(), evaluation)
                 })
                 .collect()
         });
+        let correlate = |values: &[f64]| Correlations {
+            raw: rows(&relevance.raw, values, keep),
+            rollout: rows(&relevance.rollout, values, keep),
+            flow: rows(&relevance.flow, values, keep),
+        };
         Self {
-            gradient_norm: correlate(&importance.gradient_norm),
-            gradient_x_input: correlate(&importance.gradient_x_input),
-            blank_out: correlate(&importance.blank_out),
+            scores: (scores.iter())
+                .map(|(score, values)| (score.to_string(), correlate(values)))
+                .collect(),
+            without_specials: specials.is_some(),
             methods,
             eraser: None,
         }
     }
 
-    /// `(score name, map name, per-layer correlations)` for every pair, in report order:
-    /// attention's `raw`, `rollout`, `flow`, then each method's as `norm layer` and so on.
-    pub fn entries(&self) -> Vec<(&'static str, String, &[Option<f64>])> {
+    /// `(score name, map name, per-layer correlations)` for every pair, scores in the order
+    /// of [`SCORES`]: attention's `raw`, `rollout`, `flow`, then each method's as `norm
+    /// layer` and so on.
+    pub fn entries(&self) -> Vec<(&str, String, &[Option<f64>])> {
         let mut out = Vec::new();
-        fn scores(c: &Correlations) -> [(&'static str, &[Option<f64>]); 3] {
-            [
-                ("raw", c.raw.as_slice()),
-                ("rollout", c.rollout.as_slice()),
-                ("flow", c.flow.as_slice()),
-            ]
-        }
-        for (score, c) in [
-            ("gradient_norm", &self.gradient_norm),
-            ("gradient_x_input", &self.gradient_x_input),
-            ("blank_out", &self.blank_out),
-        ] {
-            for (map, values) in scores(c) {
-                out.push((score, map.to_string(), values));
+        let known = SCORES.iter().filter(|s| self.scores.contains_key(**s));
+        for score in known {
+            let c = &self.scores[*score];
+            for (map, values) in [("raw", &c.raw), ("rollout", &c.rollout), ("flow", &c.flow)] {
+                out.push((*score, map.to_string(), values.as_slice()));
             }
             for (name, method) in self.methods.iter().flatten() {
-                let c = match score {
-                    "gradient_norm" => &method.gradient_norm,
-                    "gradient_x_input" => &method.gradient_x_input,
-                    _ => &method.blank_out,
+                let Some(c) = method.get(*score) else {
+                    continue;
                 };
                 for (map, values) in [
                     ("layer", &c.layer),
                     ("rollout", &c.rollout),
                     ("flow", &c.flow),
                 ] {
-                    out.push((score, format!("{name} {map}"), values.as_slice()));
+                    out.push((*score, format!("{name} {map}"), values.as_slice()));
                 }
             }
         }
@@ -186,7 +194,7 @@ fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
 }
 
 /// `(score, map)`, e.g. `("blank_out", "flow")` or `("blank_out", "norm rollout")`.
-type Pair = (&'static str, String);
+type Pair = (String, String);
 
 /// Mean, standard deviation and count of one correlation at one layer.
 pub type LayerStats = (f64, f64, usize);
@@ -200,11 +208,14 @@ pub struct Summary {
     /// flow sufficiency, one value per example.
     eraser: Vec<(String, [Vec<f64>; 4])>,
     pub examples: usize,
+    /// Whether the correlations left special tokens out (`--correlate-without-specials`).
+    pub without_specials: bool,
 }
 
 impl Summary {
     pub fn add(&mut self, evaluation: &Evaluation) {
         self.examples += 1;
+        self.without_specials |= evaluation.without_specials;
         for (name, e) in evaluation.eraser.iter().flatten() {
             let slot = match self.eraser.iter().position(|(n, _)| n == name) {
                 Some(i) => &mut self.eraser[i].1,
@@ -231,7 +242,7 @@ impl Summary {
             {
                 Some(i) => &mut self.values[i].1,
                 None => {
-                    self.values.push(((score, method), Vec::new()));
+                    self.values.push(((score.to_string(), method), Vec::new()));
                     &mut self.values.last_mut().unwrap().1
                 }
             };
@@ -254,12 +265,12 @@ impl Summary {
     }
 
     /// `(score, map, per-layer (mean, std, count))`; std is the sample standard deviation.
-    pub fn rows(&self) -> Vec<(&'static str, &str, Vec<LayerStats>)> {
+    pub fn rows(&self) -> Vec<(&str, &str, Vec<LayerStats>)> {
         self.values
             .iter()
             .map(|((score, method), layers)| {
                 let stats = layers.iter().map(|v| mean_std(v)).collect();
-                (*score, method.as_str(), stats)
+                (score.as_str(), method.as_str(), stats)
             })
             .collect()
     }
@@ -272,9 +283,13 @@ impl std::fmt::Display for Summary {
         let mut scores: Vec<&str> = rows.iter().map(|(s, _, _)| *s).collect();
         scores.dedup();
         for score in scores {
+            let tokens = match self.without_specials {
+                true => ", special tokens left out",
+                false => "",
+            };
             writeln!(
                 f,
-                "Spearman correlation with {score} (mean ± std over {} examples)",
+                "Spearman correlation with {score} (mean ± std over {} examples{tokens})",
                 self.examples
             )?;
             let layers = rows.iter().map(|(_, _, l)| l.len()).max().unwrap_or(0);
@@ -374,9 +389,11 @@ mod tests {
             flow: vec![Some(v), Some(1.0)],
         };
         let evaluation = |v| Evaluation {
-            gradient_norm: correlations(v),
-            gradient_x_input: correlations(v),
-            blank_out: correlations(v),
+            scores: ["gradient_norm", "gradient_x_input", "blank_out"]
+                .into_iter()
+                .map(|s| (s.to_string(), correlations(v)))
+                .collect(),
+            without_specials: false,
             methods: None,
             eraser: None,
         };

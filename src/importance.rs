@@ -41,6 +41,67 @@ pub struct Importance {
     pub gradient_x_input: Vec<f64>,
     /// `p − p(token j blanked)`: positive where blanking the token lowers p.
     pub blank_out: Vec<f64>,
+    /// The paper's scores, as its code (samiraabnar/attention_flow) computes them:
+    /// `|Σ_d (∂p/∂e_j)_d|`, the absolute sum of the gradient's components;
+    #[serde(default)]
+    pub gradient_sum_abs: Vec<f64>,
+    /// `|Σ_d (∂p/∂e_j)_d · (e_j)_d|`, gradient × input without its sign;
+    #[serde(default)]
+    pub gradient_x_input_abs: Vec<f64>,
+    /// `|p − p(token j blanked)|`, the absolute drop.
+    #[serde(default)]
+    pub blank_out_abs: Vec<f64>,
+}
+
+/// Every importance score by name, in the order reports list them: today's signed and
+/// L2 scores, then the paper's absolute ones.
+pub const SCORES: [&str; 6] = [
+    "gradient_norm",
+    "gradient_x_input",
+    "blank_out",
+    "gradient_sum_abs",
+    "gradient_x_input_abs",
+    "blank_out_abs",
+];
+
+/// The scores that follow the paper's code, the ones its tables are made of.
+pub const PAPER_SCORES: [&str; 3] = ["gradient_sum_abs", "gradient_x_input_abs", "blank_out_abs"];
+
+impl Importance {
+    /// `(name, one value per token)` for every score of [`SCORES`] this report holds (one
+    /// written before the paper's scores existed holds the first three).
+    pub fn scores(&self) -> Vec<(&'static str, &[f64])> {
+        let values = [
+            &self.gradient_norm,
+            &self.gradient_x_input,
+            &self.blank_out,
+            &self.gradient_sum_abs,
+            &self.gradient_x_input_abs,
+            &self.blank_out_abs,
+        ];
+        SCORES
+            .into_iter()
+            .zip(values)
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(name, v)| (name, v.as_slice()))
+            .collect()
+    }
+
+    /// Every score restricted to the positions `keep` lists, in its order.
+    pub fn pick(&mut self, keep: &[usize]) {
+        for scores in [
+            &mut self.gradient_norm,
+            &mut self.gradient_x_input,
+            &mut self.blank_out,
+            &mut self.gradient_sum_abs,
+            &mut self.gradient_x_input_abs,
+            &mut self.blank_out_abs,
+        ] {
+            if !scores.is_empty() {
+                *scores = keep.iter().map(|&j| scores[j]).collect();
+            }
+        }
+    }
 }
 
 /// What to score: the word (or label) and its id among the head's outputs, and the
@@ -73,24 +134,28 @@ pub fn importance(
         .squeeze(0)?;
     let embeddings = words.as_tensor().squeeze(0)?;
     let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
-    let gradient_x_input = (&grad * &embeddings)?.sum(D::Minus1)?;
+    let gradient_x_input = host(&(&grad * &embeddings)?.sum(D::Minus1)?)?;
+    let gradient_sum = host(&grad.sum(D::Minus1)?)?;
     let baseline = scalar(&p)?;
-    let blanked = blank_out(model, ids, types, target, query)?;
+    let blank_out: Vec<f64> = blank_out(model, ids, types, target, query)?
+        .iter()
+        .map(|q| baseline - q)
+        .collect();
+    let absolute = |v: &[f64]| v.iter().map(|x| x.abs()).collect();
     let scores = Importance {
         word: query.word.clone(),
         id: query.id,
         probability: baseline,
         blank_token: query.blank_token.clone(),
         gradient_norm: host(&gradient_norm)?,
-        gradient_x_input: host(&gradient_x_input)?,
-        blank_out: blanked.iter().map(|q| baseline - q).collect(),
+        gradient_sum_abs: absolute(&gradient_sum),
+        gradient_x_input_abs: absolute(&gradient_x_input),
+        gradient_x_input,
+        blank_out_abs: absolute(&blank_out),
+        blank_out,
     };
-    let all = [
-        &scores.gradient_norm,
-        &scores.gradient_x_input,
-        &scores.blank_out,
-    ];
-    if !baseline.is_finite() || all.iter().any(|v| v.iter().any(|x| !x.is_finite())) {
+    let all = scores.scores();
+    if !baseline.is_finite() || all.iter().any(|(_, v)| v.iter().any(|x| !x.is_finite())) {
         return Err(Error::NotFinite {
             what: "an importance score (gradient or blank-out)".into(),
         });

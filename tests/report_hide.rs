@@ -95,11 +95,14 @@ fn importance_follows_the_kept_tokens() {
     assert_eq!(some.blank_out, picked);
     assert_eq!(some.gradient_norm.len(), kept.len());
     assert_eq!(some.gradient_x_input.len(), kept.len());
-    let want = bert_explain::evaluate::Evaluation::compute(&shown.relevance, None, &some);
+    let abs: Vec<f64> = kept.iter().map(|&j| all.blank_out_abs[j]).collect();
+    assert_eq!(some.blank_out_abs, abs);
+    assert_eq!(some.gradient_sum_abs.len(), kept.len());
+    let want = bert_explain::evaluate::Evaluation::compute(&shown.relevance, None, &some, None);
     let numbers = |e: &bert_explain::evaluate::Evaluation| -> Vec<f64> {
-        let [a, b, c] = [&e.gradient_norm, &e.gradient_x_input, &e.blank_out];
-        [a, b, c]
-            .iter()
+        assert_eq!(e.scores.len(), 6, "every score correlated");
+        e.scores
+            .values()
             .flat_map(|k| k.raw.iter().chain(&k.rollout).chain(&k.flow))
             .map(|v| v.unwrap_or(f64::NAN))
             .collect()

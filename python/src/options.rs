@@ -84,7 +84,12 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
         )));
     }
     let evaluate = flag("evaluate")?;
-    for needs in ["importance_word", "label", "blank"] {
+    for needs in [
+        "importance_word",
+        "label",
+        "blank",
+        "correlate_without_specials",
+    ] {
         if !evaluate && given.iter().any(|g| g == needs) {
             return Err(usage(format!(
                 "{needs} chooses what evaluate scores; pass evaluate=True with it"
@@ -133,6 +138,7 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
                 word: string("importance_word")?,
                 label: string("label")?,
                 blank,
+                without_specials: flag("correlate_without_specials")?,
             }),
             false => None,
         },

@@ -259,6 +259,7 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
         "gradient_norm": [float(v) for v in grad.norm(dim=-1)],
         "gradient_x_input": [float(v) for v in (grad * words[0].detach()).sum(dim=-1)],
         "blank_out": drops,
+        **importance_ref.paper_scores(grad, words[0].detach(), drops),
     }
 
 

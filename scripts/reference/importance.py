@@ -9,9 +9,16 @@ word at t (or --word), computes in float32 with PyTorch:
   gradient_x_input[j]  Σ_d (∂p(w)/∂e_j)_d · (e_j)_d
   blank_out[j]         p(w) − p(w | token j replaced by [UNK], or [MASK] with --blank mask)
 
+and the paper's scores as its code (samiraabnar/attention_flow, run_bert_sv.py) takes them:
+
+  gradient_sum_abs[j]      |Σ_d (∂p(w)/∂e_j)_d|
+  gradient_x_input_abs[j]  |Σ_d (∂p(w)/∂e_j)_d · (e_j)_d|
+  blank_out_abs[j]         |p(w) − p(w | token j blanked)|
+
 and, given the reference report for the same case (reference.py), the Spearman correlation
 (scipy.stats.spearmanr) of each method's relevance per layer with each score (None where a
-side is constant). Never uses any Rust code.
+side is constant), over every token or, with `leave_out`, over the others. Never uses any
+Rust code.
 
 Usage: importance.py --model DIR --text TEXT [--target I] [--word W] [--blank unk|mask]
                      [--report REPORT.json] [--out FILE]
@@ -73,22 +80,41 @@ def importance(model_dir, text, target=None, word=None, blank="unk"):
         "gradient_norm": [float(v) for v in gradient_norm],
         "gradient_x_input": [float(v) for v in gradient_x_input],
         "blank_out": drops,
+        **paper_scores(grad, words[0].detach(), drops),
     }
 
 
-def evaluation(report, scores):
-    """Spearman correlation per score, method and layer, as bert-explain's --evaluate."""
+SCORES = ("gradient_norm", "gradient_x_input", "blank_out", "gradient_sum_abs", "gradient_x_input_abs",
+          "blank_out_abs")
+
+
+def paper_scores(grad, embeddings, drops):
+    """The paper's code's scores from the gradient [n, d], the word embeddings [n, d] and the
+    signed blank-out drops."""
+    return {
+        "gradient_sum_abs": [abs(float(v)) for v in grad.sum(dim=-1)],
+        "gradient_x_input_abs": [abs(float(v)) for v in (grad * embeddings).sum(dim=-1)],
+        "blank_out_abs": [abs(d) for d in drops],
+    }
+
+
+def evaluation(report, scores, leave_out=None):
+    """Spearman correlation per score, method and layer, as bert-explain's --evaluate; over
+    the positions not in `leave_out` (a set), or every one."""
     import numpy as np
     from scipy.stats import spearmanr
 
+    keep = [j for j in range(len(scores["gradient_norm"])) if j not in (leave_out or ())]
     out = {}
-    for score in ("gradient_norm", "gradient_x_input", "blank_out"):
-        b = np.array(scores[score])
+    for score in SCORES:
+        if score not in scores:
+            continue
+        b = np.array(scores[score])[keep]
         per_method = {}
         for method in ("raw", "rollout", "flow"):
             rows = []
             for row in report["relevance"][method]:
-                a = np.array(row)
+                a = np.array(row)[keep]
                 if np.all(a == a[0]) or np.all(b == b[0]):
                     rows.append(None)
                 else:

@@ -20,6 +20,8 @@ EXTRA = [
     {"name": "legacy-author-her", "case": "legacy-author", "word": "her", "blank": "unk"},
     {"name": "modern-author-mask", "case": "modern-author", "word": None, "blank": "mask"},
     {"name": "modern-keys-are-mask", "case": "modern-keys", "word": "are", "blank": "mask"},
+    {"name": "modern-author-without-specials", "case": "modern-author", "word": None, "blank": "unk",
+     "without_specials": True},
 ]
 
 
@@ -38,8 +40,17 @@ def main():
         scores = importance.importance(model, case["text"], case["target"], run["word"], run["blank"])
         with open(os.path.join(fixtures, run["case"] + ".json")) as f:
             report = json.load(f)
+        # With "without_specials": the tokens the tokenizer added ([CLS], [SEP]) are left out
+        # of the correlations (a [MASK] in the text is not one of them).
+        leave_out = None
+        if run.get("without_specials"):
+            tok = importance.ref.load_tokenizer(model)
+            mask = tok(case["text"], return_special_tokens_mask=True)["special_tokens_mask"]
+            leave_out = {j for j, special in enumerate(mask) if special}
+        evaluation = importance.evaluation(report, scores, leave_out)
+        evaluation["without_specials"] = bool(run.get("without_specials"))
         result = {**run, "text": case["text"], "model": case["model"], "target": case["target"],
-                  "importance": scores, "evaluation": importance.evaluation(report, scores)}
+                  "importance": scores, "evaluation": evaluation}
         with open(os.path.join(out_dir, run["name"] + ".json"), "w") as f:
             json.dump(result, f, indent=1)
             f.write("\n")

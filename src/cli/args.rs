@@ -56,6 +56,12 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = BlankArg::Unk, requires = "evaluate")]
     pub blank: BlankArg,
 
+    /// With --evaluate: leave special tokens ([CLS], [SEP], <s>, ...) out of every
+    /// correlation (JSON: evaluation.without_specials); by default every token counts, as in
+    /// the paper's code.
+    #[arg(long, requires = "evaluate")]
+    pub correlate_without_specials: bool,
+
     /// Explain an attention stack saved by another framework instead of running a model:
     /// a .npy or .safetensors file of shape [layers, heads, n, n] or [layers, n, n].
     #[arg(long, value_name = "FILE")]

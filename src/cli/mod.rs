@@ -116,6 +116,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
                 BlankArg::Unk => Blank::Unk,
                 BlankArg::Mask => Blank::Mask,
             },
+            without_specials: args.correlate_without_specials,
         }),
     };
     match (mode, &args.input, &args.text) {

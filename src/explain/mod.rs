@@ -82,6 +82,8 @@ pub struct EvaluateOptions {
     /// Classifier: the label (name or id) whose probability is explained; `None`: the top.
     pub label: Option<String>,
     pub blank: Blank,
+    /// Leave special tokens ([CLS], [SEP], ...) out of the correlations.
+    pub without_specials: bool,
 }
 
 impl Default for ExplainOptions {
@@ -254,9 +256,15 @@ impl Explainer {
         };
         report.family = Some(self.family().to_string());
         report.task = Some(task.name().to_string());
-        report.special = Some(encoding.special);
+        let special = encoding.special;
         if let Some((scores, query)) = scored {
-            let mut evaluation = Evaluation::compute(&report.relevance, methods.as_ref(), &scores);
+            let specials = options
+                .evaluate
+                .as_ref()
+                .is_some_and(|e| e.without_specials)
+                .then_some(special.as_slice());
+            let mut evaluation =
+                Evaluation::compute(&report.relevance, methods.as_ref(), &scores, specials);
             let erasable = Erasable {
                 model: &self.model,
                 ids: &ids,
@@ -274,6 +282,7 @@ impl Explainer {
             report.evaluation = Some(evaluation);
             report.importance = Some(scores);
         }
+        report.special = Some(special);
         report.methods = methods;
         Ok(report)
     }

@@ -82,14 +82,13 @@ impl View {
         // Importance scores are not distributions: kept as they are, only filtered; the
         // correlations are recomputed over the kept tokens.
         if let Some(importance) = &mut shown.importance {
-            let pick = |scores: &[f64]| kept.iter().map(|&j| scores[j]).collect();
-            importance.gradient_norm = pick(&importance.gradient_norm);
-            importance.gradient_x_input = pick(&importance.gradient_x_input);
-            importance.blank_out = pick(&importance.blank_out);
+            importance.pick(&kept);
             if let Some(evaluation) = &shown.evaluation {
                 let eraser = evaluation.eraser.clone();
+                // The hidden tokens include every special one: none is left to leave out.
                 let mut recomputed =
-                    Evaluation::compute(&shown.relevance, shown.methods.as_ref(), importance);
+                    Evaluation::compute(&shown.relevance, shown.methods.as_ref(), importance, None);
+                recomputed.without_specials = evaluation.without_specials;
                 // ERASER never blanks special tokens: hiding them changes nothing there.
                 recomputed.eraser = eraser;
                 shown.evaluation = Some(recomputed);

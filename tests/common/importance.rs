@@ -20,6 +20,9 @@ pub struct ImportanceFixture {
     #[serde(default)]
     pub pair: Option<String>,
     pub blank: String,
+    /// `--correlate-without-specials`: the correlations leave [CLS] and [SEP] out.
+    #[serde(default)]
+    pub without_specials: bool,
     pub importance: bert_explain::importance::Importance,
     pub evaluation: bert_explain::evaluate::Evaluation,
 }
@@ -45,6 +48,9 @@ fn evaluate(fixture: &ImportanceFixture, models: &Path, extra: &[&str]) -> bert_
     }
     if let Some(target) = fixture.target {
         cmd.args(["--target", &target.to_string()]);
+    }
+    if fixture.without_specials {
+        cmd.arg("--correlate-without-specials");
     }
     let output = cmd.arg(&fixture.text).output().unwrap();
     assert!(
@@ -97,17 +103,61 @@ pub fn check_importance_fixtures(dir: &str, models: &Path, extra: &[&str]) -> us
             &want.blank_out,
             TOLERANCE,
         );
+        // The paper's scores, where the fixture has them (fixtures made before them hold
+        // the first three).
+        let paper = [
+            (
+                "gradient_sum_abs",
+                &got.gradient_sum_abs,
+                &want.gradient_sum_abs,
+            ),
+            (
+                "gradient_x_input_abs",
+                &got.gradient_x_input_abs,
+                &want.gradient_x_input_abs,
+            ),
+            ("blank_out_abs", &got.blank_out_abs, &want.blank_out_abs),
+        ];
+        for (what, g, w) in paper {
+            if !w.is_empty() {
+                assert_close(name, what, g, w, TOLERANCE);
+            }
+        }
+        // The gradient's components sum to zero in exact arithmetic wherever the embeddings
+        // enter a LayerNorm, so |Σ_d ∂p/∂e_jd| is f32 rounding here: tiny beside the
+        // gradient's norm, and its ranks (and correlations) are noise in any implementation.
+        let norm = got.gradient_norm.iter().cloned().fold(0.0, f64::max);
+        let sum = got.gradient_sum_abs.iter().cloned().fold(0.0, f64::max);
+        assert!(
+            sum <= 1e-4 * norm,
+            "{name}: |Σ grad| {sum} against ‖grad‖ {norm}"
+        );
         // Ranks of values that agree to 1e-4 are the same unless two values tie that
         // closely; the correlations then agree to rounding.
         let evaluation = report.evaluation.unwrap();
-        for ((score, method, g), (_, _, w)) in evaluation
-            .entries()
-            .into_iter()
-            .zip(fixture.evaluation.entries())
-        {
+        assert_eq!(
+            evaluation.without_specials, fixture.without_specials,
+            "{name}"
+        );
+        let got_entries = evaluation.entries();
+        let want_entries = fixture.evaluation.entries();
+        assert!(
+            want_entries.len() >= 9,
+            "{name}: the fixture's correlations"
+        );
+        for (score, method, w) in want_entries {
+            if score == "gradient_sum_abs" {
+                continue;
+            }
+            let g = got_entries
+                .iter()
+                .find(|(s, m, _)| *s == score && *m == method)
+                .unwrap_or_else(|| panic!("{name}: no {score} × {method} in the report"))
+                .2;
             let pair =
                 |v: &[Option<f64>]| v.iter().map(|x| x.unwrap_or(f64::NAN)).collect::<Vec<_>>();
             let (g, w) = (pair(g), pair(w));
+            assert_eq!(g.len(), w.len(), "{name}: {score} × {method}");
             for (l, (a, b)) in g.iter().zip(&w).enumerate() {
                 let same = (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9;
                 assert!(
