@@ -51,17 +51,47 @@ pub struct Importance {
     /// `|p − p(token j blanked)|`, the absolute drop.
     #[serde(default)]
     pub blank_out_abs: Vec<f64>,
+    /// Integrated gradients (Sundararajan et al. 2017) of p from the baseline that puts the
+    /// blank token's word embedding at every position, summed over the embedding: token j's
+    /// share of `p − p(baseline)`, signed.
+    #[serde(default)]
+    pub integrated_gradients: Vec<f64>,
+    /// How well those shares add up to the difference they divide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrated_gradients_check: Option<Completeness>,
+}
+
+/// Integrated gradients' completeness: the attributions should sum to `p − p(baseline)`;
+/// the quadrature's error shrinks as the steps grow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Completeness {
+    /// Points of the Gauss–Legendre rule along the path.
+    pub steps: usize,
+    /// The attributions' sum.
+    pub sum: f64,
+    /// `p − p(baseline)`.
+    pub difference: f64,
+    /// `sum − difference` (captum's convergence delta).
+    pub delta: f64,
+}
+
+impl Completeness {
+    /// Whether the attributions sum to the difference within 1% of it.
+    pub fn holds(&self) -> bool {
+        self.delta.abs() <= 0.01 * self.difference.abs()
+    }
 }
 
 /// Every importance score by name, in the order reports list them: today's signed and
 /// L2 scores, then the paper's absolute ones.
-pub const SCORES: [&str; 6] = [
+pub const SCORES: [&str; 7] = [
     "gradient_norm",
     "gradient_x_input",
     "blank_out",
     "gradient_sum_abs",
     "gradient_x_input_abs",
     "blank_out_abs",
+    "integrated_gradients",
 ];
 
 /// The scores that follow the paper's code, the ones its tables are made of.
@@ -78,6 +108,7 @@ impl Importance {
             &self.gradient_sum_abs,
             &self.gradient_x_input_abs,
             &self.blank_out_abs,
+            &self.integrated_gradients,
         ];
         SCORES
             .into_iter()
@@ -96,6 +127,7 @@ impl Importance {
             &mut self.gradient_sum_abs,
             &mut self.gradient_x_input_abs,
             &mut self.blank_out_abs,
+            &mut self.integrated_gradients,
         ] {
             if !scores.is_empty() {
                 *scores = keep.iter().map(|&j| scores[j]).collect();
@@ -111,6 +143,8 @@ pub struct ImportanceQuery {
     pub id: u32,
     pub blank_token: String,
     pub blank_id: u32,
+    /// Points of integrated gradients' quadrature.
+    pub steps: usize,
 }
 
 /// Scores every token of `ids` (one sequence of token types `types`, no padding) for
@@ -142,6 +176,7 @@ pub fn importance(
         .map(|q| baseline - q)
         .collect();
     let absolute = |v: &[f64]| v.iter().map(|x| x.abs()).collect();
+    let (integrated_gradients, check) = integrated_gradients(model, ids, types, target, query)?;
     let scores = Importance {
         word: query.word.clone(),
         id: query.id,
@@ -153,6 +188,8 @@ pub fn importance(
         gradient_x_input,
         blank_out_abs: absolute(&blank_out),
         blank_out,
+        integrated_gradients,
+        integrated_gradients_check: Some(check),
     };
     let all = scores.scores();
     if !baseline.is_finite() || all.iter().any(|(_, v)| v.iter().any(|x| !x.is_finite())) {
@@ -161,6 +198,96 @@ pub fn importance(
         });
     }
     Ok(scores)
+}
+
+/// Integrated gradients of p(`query.id`) at `target` along the straight path from the
+/// blank token's word embedding at every position to the text's, with the Gauss–Legendre
+/// rule of `query.steps` points (as captum's default): per token, the attributions summed
+/// over the embedding, and their completeness. The points go through the model a few at a
+/// time, so memory stays that of a small batch whatever the steps.
+fn integrated_gradients(
+    model: &Model,
+    ids: &[u32],
+    types: &[u32],
+    target: usize,
+    query: &ImportanceQuery,
+) -> Result<(Vec<f64>, Completeness)> {
+    const POINTS_AT_A_TIME: usize = 10;
+    let device = model.device();
+    let type_ids = Tensor::new(types, device)?.unsqueeze(0)?;
+    let words = model.embed_words(&Tensor::new(ids, device)?.unsqueeze(0)?)?;
+    let blanks = vec![query.blank_id; ids.len()];
+    let baseline = model.embed_words(&Tensor::new(blanks.as_slice(), device)?.unsqueeze(0)?)?;
+    let path = (&words - &baseline)?;
+    let (nodes, weights) = gauss_legendre(query.steps);
+    let dtype = words.dtype();
+    let mut total = path.zeros_like()?;
+    for (alphas, weights) in nodes
+        .chunks(POINTS_AT_A_TIME)
+        .zip(weights.chunks(POINTS_AT_A_TIME))
+    {
+        let k = alphas.len();
+        let alphas = Tensor::new(alphas, device)?
+            .to_dtype(dtype)?
+            .reshape((k, 1, 1))?;
+        let points = Var::from_tensor(&baseline.broadcast_add(&path.broadcast_mul(&alphas)?)?)?;
+        let p = probability(model, points.as_tensor(), &type_ids, target, query.id)?;
+        let weights = Tensor::new(weights, device)?.to_dtype(dtype)?;
+        let weighted = p.reshape(k)?.mul(&weights)?.sum_all()?;
+        let gradients = weighted.backward()?;
+        let grad = gradients.get(points.as_tensor()).ok_or_else(|| {
+            candle_core::Error::Msg("no gradient reached the path's embeddings".into())
+        })?;
+        total = (total + grad.sum_keepdim(0)?)?;
+    }
+    let attributions = host(&(total * &path)?.sum(D::Minus1)?.squeeze(0)?)?;
+    let ends = probabilities_of_words(
+        model,
+        &Tensor::cat(&[&words, &baseline], 0)?,
+        types,
+        target,
+        query.id,
+    )?;
+    let sum: f64 = attributions.iter().sum();
+    let difference = ends[0] - ends[1];
+    let check = Completeness {
+        steps: query.steps,
+        sum,
+        difference,
+        delta: sum - difference,
+    };
+    Ok((attributions, check))
+}
+
+/// Gauss–Legendre quadrature on [0, 1] with `n` points: the nodes and their weights, which
+/// sum to 1 (numpy's `leggauss` moved to [0, 1], as captum uses it). Each node is a root of
+/// the Legendre polynomial P_n, found by Newton's method from the usual first guess.
+pub fn gauss_legendre(n: usize) -> (Vec<f64>, Vec<f64>) {
+    // P_n(x) and P_n'(x) by the three-term recurrence.
+    let legendre = |x: f64| -> (f64, f64) {
+        let (mut p, mut below) = (1.0, 0.0);
+        for k in 0..n {
+            let next = ((2 * k + 1) as f64 * x * p - k as f64 * below) / (k + 1) as f64;
+            below = p;
+            p = next;
+        }
+        (p, n as f64 * (x * p - below) / (x * x - 1.0))
+    };
+    (0..n)
+        .map(|i| {
+            let mut x = (std::f64::consts::PI * (i as f64 + 0.75) / (n as f64 + 0.5)).cos();
+            for _ in 0..100 {
+                let (p, dp) = legendre(x);
+                let step = p / dp;
+                x -= step;
+                if step.abs() < 1e-16 {
+                    break;
+                }
+            }
+            let (_, dp) = legendre(x);
+            ((1.0 + x) / 2.0, 1.0 / ((1.0 - x * x) * dp * dp))
+        })
+        .unzip()
 }
 
 /// `words`: `[b, n, width]`, `types`: `[1, n]` → p(`id`) at `target` for each sequence,
@@ -216,9 +343,19 @@ pub fn probabilities(
     target: usize,
     id: u32,
 ) -> Result<Vec<f64>> {
+    probabilities_of_words(model, &model.embed_words(ids)?, types, target, id)
+}
+
+/// [`probabilities`] from word embeddings, `[b, n, width]`.
+fn probabilities_of_words(
+    model: &Model,
+    words: &Tensor,
+    types: &[u32],
+    target: usize,
+    id: u32,
+) -> Result<Vec<f64>> {
     let type_ids = Tensor::new(types, model.device())?.unsqueeze(0)?;
-    let words = model.embed_words(ids)?;
-    host(&probability(model, &words, &type_ids, target, id)?.flatten_all()?)
+    host(&probability(model, words, &type_ids, target, id)?.flatten_all()?)
 }
 
 fn host(t: &Tensor) -> Result<Vec<f64>> {

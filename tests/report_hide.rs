@@ -100,7 +100,8 @@ fn importance_follows_the_kept_tokens() {
     assert_eq!(some.gradient_sum_abs.len(), kept.len());
     let want = bert_explain::evaluate::Evaluation::compute(&shown.relevance, None, &some, None);
     let numbers = |e: &bert_explain::evaluate::Evaluation| -> Vec<f64> {
-        assert_eq!(e.scores.len(), 6, "every score correlated");
+        let every = bert_explain::importance::SCORES.len();
+        assert_eq!(e.scores.len(), every, "every score correlated");
         e.scores
             .values()
             .flat_map(|k| k.raw.iter().chain(&k.rollout).chain(&k.flow))

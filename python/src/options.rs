@@ -89,6 +89,7 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
         "label",
         "blank",
         "correlate_without_specials",
+        "ig_steps",
     ] {
         if !evaluate && given.iter().any(|g| g == needs) {
             return Err(usage(format!(
@@ -96,6 +97,13 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             )));
         }
     }
+    let ig_steps = match get("ig_steps")? {
+        Some(v) => match v.extract::<usize>() {
+            Ok(n) if (1..=1000).contains(&n) => n,
+            _ => return Err(usage("ig_steps must be a whole number from 1 to 1000")),
+        },
+        None => bert_explain::explain::DEFAULT_IG_STEPS,
+    };
     let blank = match string("blank")?.as_deref() {
         None | Some("unk") => Blank::Unk,
         Some("mask") => Blank::Mask,
@@ -139,6 +147,7 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
                 label: string("label")?,
                 blank,
                 without_specials: flag("correlate_without_specials")?,
+                ig_steps,
             }),
             false => None,
         },

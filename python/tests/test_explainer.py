@@ -25,6 +25,10 @@ MASKED_CASES = [
         ["--evaluate", "--importance-word", "her", "--mixing", "norm,alti"],
         {"evaluate": True, "importance_word": "her", "mixing": "norm,alti"},
     ),
+    (
+        ["--evaluate", "--correlate-without-specials", "--ig-steps", "8"],
+        {"evaluate": True, "correlate_without_specials": True, "ig_steps": 8},
+    ),
 ]
 
 
@@ -57,6 +61,8 @@ def test_keywords_the_parser_would_refuse(modern):
     for keywords, message in [
         ({"importance_word": "his"}, "pass evaluate=True with it"),
         ({"blank": "mask"}, "pass evaluate=True with it"),
+        ({"ig_steps": 8}, "pass evaluate=True with it"),
+        ({"evaluate": True, "ig_steps": 0}, "ig_steps must be a whole number from 1 to 1000"),
         ({"residual": -0.1}, "is not a number between 0 and 1"),
         ({"blank": "zero", "evaluate": True}, "choose unk or mask"),
         ({"figure": "x.pdf"}, "cannot tell the figure format"),

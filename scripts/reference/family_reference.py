@@ -244,6 +244,13 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
         p.backward()
     grad = words.grad[0]
     blank_token, blank_id = ck.special_id(UNKNOWN if blank == "unk" else MASKS)
+
+    def probability(batch):
+        wide = {k: v.expand(batch.shape[0], -1) for k, v in extra.items()}
+        return ck.probabilities(ck.model(inputs_embeds=batch, **wide).logits, t)[:, wid]
+
+    baseline = ck.model.get_input_embeddings()(torch.full_like(ids, blank_id)).detach()
+    ig, completeness = importance_ref.integrated_gradients(probability, words.detach(), baseline)
     drops = []
     with torch.no_grad():
         for j in range(n):
@@ -260,6 +267,8 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
         "gradient_x_input": [float(v) for v in (grad * words[0].detach()).sum(dim=-1)],
         "blank_out": drops,
         **importance_ref.paper_scores(grad, words[0].detach(), drops),
+        "integrated_gradients": ig,
+        "integrated_gradients_check": completeness,
     }
 
 

@@ -15,6 +15,11 @@ and the paper's scores as its code (samiraabnar/attention_flow, run_bert_sv.py) 
   gradient_x_input_abs[j]  |Σ_d (∂p(w)/∂e_j)_d · (e_j)_d|
   blank_out_abs[j]         |p(w) − p(w | token j blanked)|
 
+and integrated gradients (captum's IntegratedGradients, its default Gauss–Legendre rule,
+STEPS points) from the baseline that puts the blank token's word embedding at every position:
+
+  integrated_gradients[j]  Σ_d (IG attribution of e_j)_d; they sum to p(w) − p(w | baseline)
+
 and, given the reference report for the same case (reference.py), the Spearman correlation
 (scipy.stats.spearmanr) of each method's relevance per layer with each score (None where a
 side is constant), over every token or, with `leave_out`, over the others. Never uses any
@@ -65,6 +70,13 @@ def importance(model_dir, text, target=None, word=None, blank="unk"):
     gradient_x_input = (grad * words[0].detach()).sum(dim=-1)
 
     blank_id = tok.unk_token_id if blank == "unk" else tok.mask_token_id
+
+    def probability(batch):
+        wide = {k: v.expand(batch.shape[0], -1) for k, v in extra.items()}
+        return torch.softmax(model(inputs_embeds=batch, **wide).logits[:, target], dim=-1)[:, wid]
+
+    baseline = embeddings(torch.full_like(ids, blank_id)).detach()
+    ig, completeness = integrated_gradients(probability, words.detach(), baseline)
     drops = []
     with torch.no_grad():
         for j in range(n):
@@ -81,11 +93,37 @@ def importance(model_dir, text, target=None, word=None, blank="unk"):
         "gradient_x_input": [float(v) for v in gradient_x_input],
         "blank_out": drops,
         **paper_scores(grad, words[0].detach(), drops),
+        "integrated_gradients": ig,
+        "integrated_gradients_check": completeness,
     }
 
 
 SCORES = ("gradient_norm", "gradient_x_input", "blank_out", "gradient_sum_abs", "gradient_x_input_abs",
-          "blank_out_abs")
+          "blank_out_abs", "integrated_gradients")
+STEPS = 50
+
+
+def integrated_gradients(probability, words, baseline, steps=STEPS):
+    """captum's IntegratedGradients of `probability` (a batch of word embeddings [b, n, d] →
+    the explained probability [b]) at `words` [1, n, d] from `baseline` [1, n, d]: per token,
+    the attributions summed over d, and the completeness check: their sum, the difference
+    p(words) − p(baseline) it should equal, and captum's convergence delta."""
+    import torch
+    from captum.attr import IntegratedGradients
+
+    ig = IntegratedGradients(probability)
+    with torch.enable_grad():
+        attributions, delta = ig.attribute(words, baselines=baseline, n_steps=steps,
+                                           internal_batch_size=steps, return_convergence_delta=True)
+    per_token = attributions.sum(dim=-1)[0]
+    with torch.no_grad():
+        difference = float(probability(words)[0] - probability(baseline)[0])
+    return [float(v) for v in per_token], {
+        "steps": steps,
+        "sum": float(per_token.sum()),
+        "difference": difference,
+        "delta": float(delta[0]),
+    }
 
 
 def paper_scores(grad, embeddings, drops):

@@ -62,6 +62,12 @@ pub struct Args {
     #[arg(long, requires = "evaluate")]
     pub correlate_without_specials: bool,
 
+    /// With --evaluate: the points of integrated gradients' Gauss–Legendre rule (more: a
+    /// closer completeness check, proportionally slower).
+    #[arg(long, value_name = "N", default_value_t = bert_explain::explain::DEFAULT_IG_STEPS,
+          value_parser = parse_steps, requires = "evaluate")]
+    pub ig_steps: usize,
+
     /// Explain an attention stack saved by another framework instead of running a model:
     /// a .npy or .safetensors file of shape [layers, heads, n, n] or [layers, n, n].
     #[arg(long, value_name = "FILE")]
@@ -180,6 +186,13 @@ pub enum DeviceArg {
     Cpu,
     Cuda,
     Metal,
+}
+
+pub(super) fn parse_steps(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?} is not a whole number from 1 to 1000")),
+    }
 }
 
 pub(super) fn parse_alpha(text: &str) -> Result<f64, String> {

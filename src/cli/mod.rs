@@ -117,6 +117,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
                 BlankArg::Mask => Blank::Mask,
             },
             without_specials: args.correlate_without_specials,
+            ig_steps: args.ig_steps,
         }),
     };
     match (mode, &args.input, &args.text) {

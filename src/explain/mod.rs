@@ -74,7 +74,7 @@ impl PartialEq for Progress {
 pub const DEFAULT_CANDIDATES: [&str; 2] = ["his", "her"];
 
 /// What `--evaluate` scores.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EvaluateOptions {
     /// Masked LM: the word whose probability is explained (one token); `None`: the top
     /// prediction.
@@ -84,6 +84,23 @@ pub struct EvaluateOptions {
     pub blank: Blank,
     /// Leave special tokens ([CLS], [SEP], ...) out of the correlations.
     pub without_specials: bool,
+    /// Points of integrated gradients' quadrature (at least 1).
+    pub ig_steps: usize,
+}
+
+/// Integrated gradients' points unless `--ig-steps` says otherwise (captum's default).
+pub const DEFAULT_IG_STEPS: usize = 50;
+
+impl Default for EvaluateOptions {
+    fn default() -> Self {
+        Self {
+            word: None,
+            label: None,
+            blank: Blank::default(),
+            without_specials: false,
+            ig_steps: DEFAULT_IG_STEPS,
+        }
+    }
 }
 
 impl Default for ExplainOptions {

@@ -78,6 +78,7 @@ impl Explainer {
             id,
             blank_token,
             blank_id,
+            steps: evaluate.ig_steps,
         })
     }
 

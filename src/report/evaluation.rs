@@ -27,14 +27,33 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
         .clamp(5, 16);
     writeln!(
         out,
-        "  {:>3}  {:<width$}  {:>10}  {:>10}  {:>10}",
-        "#", "token", "|gradient|", "grad×input", "blank-out"
+        "  {:>3}  {:<width$}  {:>10}  {:>10}  {:>10}  {:>10}",
+        "#", "token", "|gradient|", "grad×input", "blank-out", "int. grad."
     )?;
+    let integrated = |j: usize| importance.integrated_gradients.get(j).copied();
     for (j, token) in report.tokens.iter().enumerate() {
-        writeln!(
+        write!(
             out,
             "  {j:>3}  {token:<width$}  {:>10.4}  {:>+10.4}  {:>+10.4}",
             importance.gradient_norm[j], importance.gradient_x_input[j], importance.blank_out[j]
+        )?;
+        match integrated(j) {
+            Some(v) => writeln!(out, "  {v:>+10.4}")?,
+            None => writeln!(out)?,
+        }
+    }
+    if let Some(check) = &importance.integrated_gradients_check {
+        let verdict = match check.holds() {
+            true => "within 1%".to_string(),
+            false => format!(
+                "{:.1}% off; more --ig-steps bring them closer",
+                100.0 * check.delta.abs() / check.difference.abs().max(f64::MIN_POSITIVE)
+            ),
+        };
+        writeln!(
+            out,
+            "  Integrated gradients ({} steps) sum to {:+.4}, p − p(baseline) = {:+.4}: {verdict}",
+            check.steps, check.sum, check.difference
         )?;
     }
     writeln!(out)?;

@@ -117,11 +117,27 @@ pub fn check_importance_fixtures(dir: &str, models: &Path, extra: &[&str]) -> us
                 &want.gradient_x_input_abs,
             ),
             ("blank_out_abs", &got.blank_out_abs, &want.blank_out_abs),
+            (
+                "integrated_gradients",
+                &got.integrated_gradients,
+                &want.integrated_gradients,
+            ),
         ];
         for (what, g, w) in paper {
             if !w.is_empty() {
                 assert_close(name, what, g, w, TOLERANCE);
             }
+        }
+        // captum's completeness check: the attributions' sum and p − p(baseline).
+        if let Some(want) = &want.integrated_gradients_check {
+            let got = got.integrated_gradients_check.as_ref().unwrap();
+            assert_eq!(got.steps, want.steps, "{name}");
+            assert!(
+                (got.sum - want.sum).abs() <= TOLERANCE,
+                "{name}: {got:?} vs {want:?}"
+            );
+            let (g, w) = (got.difference, want.difference);
+            assert!((g - w).abs() <= TOLERANCE, "{name}: {got:?} vs {want:?}");
         }
         // The gradient's components sum to zero in exact arithmetic wherever the embeddings
         // enter a LayerNorm, so |Σ_d ∂p/∂e_jd| is f32 rounding here: tiny beside the
