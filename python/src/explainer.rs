@@ -31,6 +31,8 @@ const LINE_OPTIONS: &[&str] = &[
     "importance_word",
     "label",
     "blank",
+    "correlate_without_specials",
+    "ig_steps",
 ];
 /// The outputs one text may have besides its report.
 const OUTPUT_OPTIONS: &[&str] = &["hide_special", "figure", "html"];

@@ -108,6 +108,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--skip-minilm", action="store_true")
+    ap.add_argument("--mixings", default=None,
+                    help="recompute only these mixings (comma-separated) and keep the rest of each fixture")
     args = ap.parse_args()
     import torch
 
@@ -133,8 +135,16 @@ def main():
             print(f"skipping {case['name']}: no model folder {case['model']}", file=sys.stderr)
             continue
         t0 = time.time()
+        mixings = tuple(args.mixings.split(",")) if args.mixings else mr.MIXINGS
         res = mr.run(folder, case["text"], case["target"], case.get("word"), case.get("label"),
-                     pair=case.get("pair"), pretokenized=case.get("pretokenized", False))
+                     mixings=mixings, pair=case.get("pair"), pretokenized=case.get("pretokenized", False))
+        if args.mixings:
+            # Only these mixings' maps and ERASER scores change; the rest stays as it was.
+            with open(os.path.join(OUT, case["name"] + ".json")) as f:
+                old = json.load(f)
+            res["methods"] = {**old["methods"], **res["methods"]}
+            if res["eraser"] is not None:
+                res["eraser"] = {**old["eraser"], **res["eraser"]}
         doc = {"name": case["name"], "model": case["model"], "text": case["text"]}
         if case.get("pair") is not None:
             doc["pair"] = case["pair"]

@@ -28,7 +28,8 @@ norm: W_V = [[2, 0], [0, 1]], b_V = [1, 0]: f(x_0) = [2, 0] + [1, 0] = [3, 0],
   layer = N(M)[0] = [2.25, 0.353553] / 2.603553 = [0.864203…, 0.135797…];
   P = rownorm(0.5·N(M) + 0.5·I): P[0] = [0.932102…, 0.067898…] = rollout = flow.
 
-alti: b_V = [2, 0] (W_V = W_O = I, b_O = 0), γ = [1, 2], β = [0.5, −0.5] (not used: y excludes β).
+alti: b_V = [2, 0] (W_V = W_O = I, b_O = 0), γ = [1, 2], β = [0.5, −0.5] (in y_i, LN1's output, as
+  the authors' code has it; in no t_ij).
   f(x_0) = [3, 0], f(x_1) = [2, 1].
   z_00 = 0.75·[3, 0] + x_0 = [3.25, 0]      z_01 = 0.25·[2, 1] = [0.5, 0.25]
   z_10 = 0.25·[3, 0] = [0.75, 0]            z_11 = 0.75·[2, 1] + x_1 = [1.5, 1.75]
@@ -37,8 +38,11 @@ alti: b_V = [2, 0] (W_V = W_O = I, b_O = 0), γ = [1, 2], β = [0.5, −0.5] (no
   σ_i = sqrt(U_i² + eps).
   u_00 = 1.625, u_01 = 0.125, U_0 = 1.75, σ_0 ≈ 1.75: M_00 = 1.625·3/1.75 = 2.785714…,
   M_01 = 0.125·3/1.75 = 0.214286…
-  u_10 = 0.375, u_11 = −0.125, U_1 = 0.25, σ_1 ≈ 0.25: M_10 = (0.25 − 0.125)·3/0.25 = 1.5,
-  M_11 = max(0, (0.25 − 0.375)·3/0.25) = max(0, −1.5) = 0.
+  That is without β; y_i = Σ_j t_ij + β = (U_i/σ_i)·[γ_0, −γ_1] + β. Row 0: y_0 = [1, −2] + β
+  = [1.5, −2.5] and both t_0j point the same way, so β changes nothing there.
+  u_10 = 0.375, u_11 = −0.125, U_1 = 0.25, σ_1 ≈ 0.25: y_1 = [1.5, −2.5], ‖y_1‖₁ = 4,
+  t_10 = [1.5, −3], t_11 = [−0.5, 1]: M_10 = 4 − ‖[0, 0.5]‖₁ = 3.5,
+  M_11 = max(0, 4 − ‖[2, −3.5]‖₁) = max(0, −1.5) = 0.
   layer = N(M)[0] = [13/14, 1/14]; rollout = flow = N(M)[0] (residual inside, no α).
 
 value-zeroing: b_V = [1, 0.5] (so f(x_0) = [2, 0.5], f(x_1) = [1, 1.5]), b_O = [0, 0],
@@ -181,11 +185,12 @@ def head_values(c, X, zero=None):
     return [[vecmat(v[h * dh:(h + 1) * dh], c["W_O"][h * dh:(h + 1) * dh]) for v in V] for h in range(H)]
 
 
-def z_terms(c, X, A, f):
+def z_terms(c, X, A, f, bias=True):
+    """z_ij, with b_O on the diagonal unless `bias` is False (ALTI's parts hold none)."""
     n, d, H = len(X), len(X[0]), c["heads"]
     z = [[[sum(A[h][i][j] * f[h][j][k] for h in range(H)) for k in range(d)] for j in range(n)] for i in range(n)]
     for i in range(n):
-        z[i][i] = add(z[i][i], add(X[i], c["b_O"]))
+        z[i][i] = add(z[i][i], add(X[i], c["b_O"]) if bias else X[i])
     return z
 
 
@@ -218,18 +223,21 @@ def mixing(c, X, kind, score_w=None, t=0):
               for j in range(n)] for i in range(n)]
     elif kind == "alti":
         f = head_values(c, X)
-        z = z_terms(c, X, A, f)
-        gamma, eps = c["ln1"]["gamma"], c["ln1"]["eps"]
+        z = z_terms(c, X, A, f, bias=False)
+        gamma, beta, eps, bo = c["ln1"]["gamma"], c["ln1"]["beta"], c["ln1"]["eps"], c["b_O"]
         M = []
         for i in range(n):
-            zi = [sum(col) for col in zip(*z[i])]
+            zi = add([sum(col) for col in zip(*z[i])], bo)
             mu = sum(zi) / len(zi)
             sigma = math.sqrt(sum((a - mu) ** 2 for a in zi) / len(zi) + eps)
             t_ij = []
             for j in range(n):
                 m = sum(z[i][j]) / len(z[i][j])
                 t_ij.append([g * (a - m) / sigma for a, g in zip(z[i][j], gamma)])
-            y = [sum(col) for col in zip(*t_ij)]
+            # y_i: LN1's output, with b_O and β, which no t_ij holds.
+            mb = sum(bo) / len(bo)
+            rest = [g * (b - mb) / sigma + be for g, b, be in zip(gamma, bo, beta)]
+            y = add([sum(col) for col in zip(*t_ij)], rest)
             ny = sum(abs(a) for a in y)
             M.append([max(0.0, ny - sum(abs(a - b) for a, b in zip(y, t_ij[j]))) for j in range(n)])
     elif kind == "value-zeroing":
@@ -469,7 +477,8 @@ def torch_check(doc):
         elif kind == "norm":
             M = mr.mixing_norm(A, f)
         elif kind == "alti":
-            M, _ = mr.mixing_alti(mr.alti_terms(A, f, Xn, bo), np.array(case["ln1"]["gamma"]), ln_eps)
+            M, _ = mr.mixing_alti(mr.alti_terms(A, f, Xn), np.array(case["ln1"]["gamma"]),
+                                  np.array(case["ln1"]["beta"]), bo, ln_eps)
         elif kind == "value-zeroing":
             M, _ = mr.mixing_value_zeroing(parts, X.float())
         else:

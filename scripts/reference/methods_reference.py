@@ -17,10 +17,12 @@ Everything below is float64 (from the float32 X, A and weights):
 
   attention       M[i][j] = mean_h A^h_ij                                   (rows as they are)
   norm            M[i][j] = ‖Σ_h A^h_ij f^h(x_j)‖₂
-  alti            z_ij = Σ_h A^h_ij f^h(x_j) + [i=j](x_j + b_O);  z_i = Σ_j z_ij
+  alti            as the authors' code (mt-upc/transformer-contributions) computes it:
+                  z_ij = Σ_h A^h_ij f^h(x_j) + [i=j] x_j;  z_i = Σ_j z_ij + b_O (LN1's input)
                   σ_i = sqrt(var(z_i) + eps) (population variance over the hidden dimension)
-                  t_ij = γ ⊙ (z_ij − mean(z_ij)) / σ_i;  y_i = Σ_j t_ij   (no β)
-                  M[i][j] = max(0, ‖y_i‖₁ − ‖y_i − t_ij‖₁)
+                  t_ij = γ ⊙ (z_ij − mean(z_ij)) / σ_i  (b_O and β in no t_ij)
+                  y_i = Σ_j t_ij + γ ⊙ (b_O − mean(b_O)) / σ_i + β  (LN1's output)
+                  M[i][j] = max(0, ‖y_i‖₁ − ‖y_i − t_ij‖₁)  (no epsilon in the distance)
   value-zeroing   the layer module itself re-run in float64 (a float64 copy of it, called on X),
                   once unchanged and once per j with a forward hook on the value projection that
                   sets row j of its output (x_j W_V + b_V, every head) to zero; attention
@@ -354,24 +356,26 @@ def mixing_norm(A, f):
     return np.linalg.norm(zatt, axis=-1)
 
 
-def alti_terms(A, f, X, bo):
-    """z_ij (n × n × d) as SPEC §8 defines it."""
+def alti_terms(A, f, X):
+    """z_ij (n × n × d) as SPEC §8 defines it: each head's part and the residual x_j on the
+    diagonal, the output bias in none."""
     import numpy as np
 
     z = np.einsum("hij,hjd->ijd", A, f)
     n = X.shape[0]
     for i in range(n):
-        z[i, i] += X[i] + bo
+        z[i, i] += X[i]
     return z
 
 
-def mixing_alti(z, gamma, eps):
+def mixing_alti(z, gamma, beta, bo, eps):
+    """M and y_i, LN1's output rebuilt from its parts (the authors' `resultant`)."""
     import numpy as np
 
-    zi = z.sum(axis=1)  # n × d
+    zi = z.sum(axis=1) + bo  # n × d, LN1's input
     sigma = np.sqrt(zi.var(axis=-1) + eps)  # population variance
     t = gamma * (z - z.mean(axis=-1, keepdims=True)) / sigma[:, None, None]
-    y = t.sum(axis=1)  # n × d
+    y = t.sum(axis=1) + gamma * (bo - bo.mean()) / sigma[:, None] + beta  # n × d
     m = np.abs(y).sum(-1)[:, None] - np.abs(y[:, None, :] - t).sum(-1)
     return np.maximum(0.0, m), y
 
@@ -609,16 +613,16 @@ def run(model_dir, text, target=None, word=None, label=None, mixings=MIXINGS, wi
         if "norm" in Ms:
             Ms["norm"].append(mixing_norm(A, f))
         if "alti" in Ms or checks:
-            z = alti_terms(A, f, X, bo)
+            z = alti_terms(A, f, X)
             gamma = parts.ln1.weight.detach().double().numpy()
             beta = parts.ln1.bias.detach().double().numpy()
-            M, y = mixing_alti(z, gamma, float(parts.ln1.eps))
+            M, y = mixing_alti(z, gamma, beta, bo, float(parts.ln1.eps))
             if "alti" in Ms:
                 Ms["alti"].append(M)
             if checks:
-                zi = z.sum(axis=1)
+                zi = z.sum(axis=1) + bo
                 e1 = np.abs(zi - fw["ln1_in"][l].double().numpy()).max()
-                e2 = np.abs(y + beta - fw["ln1_out"][l].double().numpy()).max()
+                e2 = np.abs(y - fw["ln1_out"][l].double().numpy()).max()
                 scale = max(1.0, np.abs(zi).max())
                 if e1 > 1e-4 * scale or e2 > 1e-4:
                     ref.fail(f"layer {l + 1}: z_i / y_i do not rebuild LN1's input/output ({e1:.2e}, {e2:.2e})")

@@ -1,11 +1,15 @@
-//! ALTI (Ferrando et al. 2022): how much of position i's output after the attention block and
-//! its LayerNorm each input j makes up, measured by the Manhattan distance from the whole:
-//! with `z_ij = Σ_h A^h_ij f^h(x_j) + [i=j](x_j + b_O)` and `t_ij = γ ⊙ (z_ij − mean(z_ij)) / σ_i`
-//! (the norm applied to each part, bias left out), `y_i = Σ_j t_ij` and
-//! `M[i][j] = max(0, ‖y_i‖₁ − ‖y_i − t_ij‖₁)`. The residual is inside.
+//! ALTI (Ferrando et al. 2022), as the authors' code (mt-upc/transformer-contributions)
+//! computes it: how much of position i's output after the attention block and its LayerNorm
+//! each input j makes up, measured by the Manhattan distance from the whole. With
+//! `z_ij = Σ_h A^h_ij f^h(x_j) + [i=j] x_j` and `t_ij = γ ⊙ (z_ij − mean(z_ij)) / σ_i` (the
+//! norm's linear part applied to each part; the output bias b_O and β belong to no input),
+//! `y_i` is the norm's actual output, `Σ_j t_ij + γ ⊙ (b_O − mean(b_O)) / σ_i + β`, and
+//! `M[i][j] = max(0, ‖y_i‖₁ − ‖y_i − t_ij‖₁)`, with no epsilon inside the distance. The
+//! residual is inside.
 //!
 //! A pre-norm layer (the causal decoders) has no norm after the attention block: its output
-//! there is the residual stream `z_i = Σ_j z_ij` itself, so `t_ij = z_ij` and `y_i = z_i`, as
+//! there is the residual stream `z_i = Σ_j z_ij` itself, with the bias carried by the
+//! position's own term (`z_ii` holds `x_i + b_O`), so `t_ij = z_ij` and `y_i = z_i`, as
 //! Ferrando et al. (2023) decompose decoders. (Its first norm acts on each `x_j` alone, so
 //! `f^h` of the normed `x_j` is still token j's part.)
 
@@ -18,35 +22,64 @@ use crate::error::Result;
 use crate::linalg::matmul;
 use crate::model::LayerInternals;
 
+/// The norm after a post-norm block, widened: γ, σ_i for every position, and what its output
+/// holds besides the inputs' parts, `γ ⊙ (b_O − mean(b_O)) / σ_i + β` (`[n, d]`).
+struct PostNorm {
+    gamma: Tensor,
+    sigma: Tensor,
+    rest: Tensor,
+}
+
 /// `probs`: `[1, H, n, n]` → `M`: `[n, n]`.
 pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
     let (a, f) = mixing_inputs(probs, internals)?;
     let n = a.dim(1)?;
-    // γ and σ of the norm after the block; none in a pre-norm layer.
-    let norm = match (&internals.norm_weight, &internals.norm_scale) {
-        (Some(gamma), Some(sigma)) => Some((wide(gamma)?, wide(&sigma.squeeze(0)?)?)),
+    let input = wide(&internals.input.squeeze(0)?)?;
+    let bias = match &internals.output_bias {
+        Some(b) => wide(b)?,
+        None => input.i(0)?.zeros_like()?,
+    };
+    let norm = match (
+        &internals.norm_weight,
+        &internals.norm_scale,
+        &internals.norm_bias,
+    ) {
+        (Some(gamma), Some(sigma), Some(beta)) => {
+            let (gamma, sigma) = (wide(gamma)?, wide(&sigma.squeeze(0)?)?);
+            let centred = bias.broadcast_sub(&bias.mean_keepdim(D::Minus1)?)?;
+            let rest = centred
+                .broadcast_mul(&gamma)?
+                .unsqueeze(0)?
+                .broadcast_div(&sigma.unsqueeze(1)?)?
+                .broadcast_add(&wide(beta)?)?;
+            Some(PostNorm { gamma, sigma, rest })
+        }
         _ => None,
     };
-    // x_j + b_O, which only z_jj holds.
-    let residual = match &internals.output_bias {
-        Some(b) => wide(&internals.input.squeeze(0)?)?.broadcast_add(&wide(b)?)?,
-        None => wide(&internals.input.squeeze(0)?)?,
+    // What z_jj holds besides the heads' part: x_j, and in a pre-norm layer b_O too.
+    let own = match norm {
+        Some(_) => input,
+        None => input.broadcast_add(&bias)?,
     };
     let eye = Tensor::eye(n, f.dtype(), f.device())?;
     let mut rows = Vec::new();
     for block in row_blocks(&f)? {
         let diagonal = eye.i(block.clone())?.unsqueeze(2)?; // [B, n, 1]
         let z = contributions(&a, &f, block.clone())?
-            .add(&diagonal.broadcast_mul(&residual.unsqueeze(0)?)?)?;
-        let t = match &norm {
-            Some((gamma, sigma)) => {
+            .add(&diagonal.broadcast_mul(&own.unsqueeze(0)?)?)?;
+        let (t, y) = match &norm {
+            Some(norm) => {
                 let centred = z.broadcast_sub(&z.mean_keepdim(D::Minus1)?)?;
-                let scale = sigma.i(block)?.reshape(((), 1, 1))?;
-                centred.broadcast_div(&scale)?.broadcast_mul(gamma)? // [B, n, d]
+                let scale = norm.sigma.i(block.clone())?.reshape(((), 1, 1))?;
+                let t = centred.broadcast_div(&scale)?.broadcast_mul(&norm.gamma)?; // [B, n, d]
+                let y = t.sum_keepdim(1)?.add(&norm.rest.i(block)?.unsqueeze(1)?)?;
+                (t, y)
             }
-            None => z,
+            None => {
+                let y = z.sum_keepdim(1)?;
+                (z, y)
+            }
         };
-        let y = t.sum_keepdim(1)?; // [B, 1, d]
         let whole = y.abs()?.sum(D::Minus1)?; // [B, 1]
         let without = y.broadcast_sub(&t)?.abs()?.sum(D::Minus1)?; // [B, n]
         rows.push(whole.broadcast_sub(&without)?.relu()?);
@@ -92,11 +125,41 @@ mod tests {
             head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], &Device::Cpu).unwrap(),
             norm_weight: Some(d(&[1.0, 2.0])),
             norm_scale: Some(Tensor::new(&[[0.5, 1.25]], &Device::Cpu).unwrap()),
+            norm_bias: Some(d(&[0.0, 0.0])),
             output_bias: Some(d(&[0.0, 0.0])),
         };
         let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], &Device::Cpu).unwrap();
         let m: Vec<Vec<f64>> = matrix(&probs, &internals).unwrap().to_vec2().unwrap();
         let want = [[3.0, 0.0], [0.6, 2.4]];
+        for (row, want) in m.iter().zip(want) {
+            for (a, b) in row.iter().zip(want) {
+                assert!((a - b).abs() < 1e-12, "{m:?}");
+            }
+        }
+    }
+
+    /// The first layer with an output bias b_O = (1, 0) and β = (0.5, −0.5): they belong to
+    /// no t_ij, and y_i is the norm's output.
+    /// Row 0: z_0 = (1, 0) + b_O = (2, 0), σ_0 = 1; t_00 = γ ⊙ ((1, 0) − 0.5) = (0.5, −1),
+    /// t_01 = 0; y_0 = γ ⊙ (z_0 − 1) + β = (1.5, −2.5), ‖y_0‖₁ = 4:
+    /// M[0] = (4 − ‖(1, −1.5)‖₁, 4 − 4) = (1.5, 0).
+    /// Row 1: z_10 = (0.5, 0), z_11 = (3, 1), z_1 = (4.5, 1), σ_1 = 1.75;
+    /// t_10 = γ ⊙ (0.25, −0.25) / 1.75 = (1/7, −2/7), t_11 = γ ⊙ (1, −1) / 1.75 = (4/7, −8/7);
+    /// y_1 = γ ⊙ (1, −1) + β = (1.5, −2.5): M[1] = (4 − 25/7, 4 − 16/7) = (3/7, 12/7).
+    #[test]
+    fn biases_belong_to_no_input() {
+        let d = |v: &[f64]| Tensor::new(v, &Device::Cpu).unwrap();
+        let internals = LayerInternals {
+            input: Tensor::new(&[[[0.0, 0.0], [3.0, 0.0]]], &Device::Cpu).unwrap(),
+            head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], &Device::Cpu).unwrap(),
+            norm_weight: Some(d(&[1.0, 2.0])),
+            norm_scale: Some(Tensor::new(&[[1.0, 1.75]], &Device::Cpu).unwrap()),
+            norm_bias: Some(d(&[0.5, -0.5])),
+            output_bias: Some(d(&[1.0, 0.0])),
+        };
+        let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], &Device::Cpu).unwrap();
+        let m: Vec<Vec<f64>> = matrix(&probs, &internals).unwrap().to_vec2().unwrap();
+        let want = [[1.5, 0.0], [3.0 / 7.0, 12.0 / 7.0]];
         for (row, want) in m.iter().zip(want) {
             for (a, b) in row.iter().zip(want) {
                 assert!((a - b).abs() < 1e-12, "{m:?}");
@@ -115,6 +178,7 @@ mod tests {
             head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], &Device::Cpu).unwrap(),
             norm_weight: None,
             norm_scale: None,
+            norm_bias: None,
             output_bias: None,
         };
         let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], &Device::Cpu).unwrap();

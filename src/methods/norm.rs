@@ -35,6 +35,7 @@ mod tests {
             head_values,
             norm_weight: None,
             norm_scale: None,
+            norm_bias: None,
             output_bias: None,
         }
     }

@@ -100,6 +100,7 @@ impl Attention {
                 head_values: head_values(&v, self.output.weight())?,
                 norm_weight: Some(self.layer_norm.weight().clone()),
                 norm_scale: Some(self.layer_norm.scale(&summed)?),
+                norm_bias: Some(self.layer_norm.bias().clone()),
                 output_bias: self.output.bias().cloned(),
             }),
             false => None,

@@ -199,6 +199,7 @@ pub(crate) fn decoder_internals(
             head_values: head_values(value, output.weight())?,
             norm_weight: None,
             norm_scale: None,
+            norm_bias: None,
             output_bias: output.bias().cloned(),
         }),
         false => None,

@@ -97,6 +97,8 @@ pub struct LayerInternals {
     pub norm_weight: Option<Tensor>,
     /// `[b, n]`: σ_i = sqrt(var(z_i) + eps), the scale that norm computed for position i.
     pub norm_scale: Option<Tensor>,
+    /// `[hidden]`: β of that norm.
+    pub norm_bias: Option<Tensor>,
     /// `[hidden]`: b_O, the output projection's bias.
     pub output_bias: Option<Tensor>,
 }

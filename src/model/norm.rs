@@ -31,6 +31,11 @@ impl LayerNorm {
         &self.weight
     }
 
+    /// β, the shift applied last.
+    pub fn bias(&self) -> &Tensor {
+        &self.bias
+    }
+
     /// `x`: `[..., size]` → `[...]`: σ = sqrt(var(x) + eps) of each vector (the population
     /// variance, as the norm uses).
     pub fn scale(&self, x: &Tensor) -> Result<Tensor> {
