@@ -94,9 +94,6 @@ pub const SCORES: [&str; 7] = [
     "integrated_gradients",
 ];
 
-/// The scores that follow the paper's code, the ones its tables are made of.
-pub const PAPER_SCORES: [&str; 3] = ["gradient_sum_abs", "gradient_x_input_abs", "blank_out_abs"];
-
 impl Importance {
     /// `(name, one value per token)` for every score of [`SCORES`] this report holds (one
     /// written before the paper's scores existed holds the first three).
@@ -364,4 +361,32 @@ fn host(t: &Tensor) -> Result<Vec<f64>> {
 
 fn scalar(t: &Tensor) -> Result<f64> {
     Ok(t.to_dtype(DType::F64)?.to_scalar()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gauss_legendre;
+
+    #[test]
+    fn gauss_legendre_integrates_polynomials_of_degree_below_2n_exactly() {
+        for n in [1, 3, 50] {
+            let (nodes, weights) = gauss_legendre(n);
+            assert!(nodes.iter().all(|x| (0.0..=1.0).contains(x)));
+            for k in 0..2 * n.min(10) {
+                let integral: f64 = nodes
+                    .iter()
+                    .zip(&weights)
+                    .map(|(x, w)| w * x.powi(k as i32))
+                    .sum();
+                assert!(
+                    (integral - 1.0 / (k + 1) as f64).abs() < 1e-13,
+                    "n {n}, x^{k}: {integral}"
+                );
+            }
+        }
+        // numpy.polynomial.legendre.leggauss(2) moved to [0, 1]: (1 ± 1/√3) / 2, weights 1/2.
+        let (nodes, weights) = gauss_legendre(2);
+        let low = (1.0 - 1.0 / 3f64.sqrt()) / 2.0;
+        assert!((nodes[1] - low).abs() < 1e-15 && (weights[0] - 0.5).abs() < 1e-15);
+    }
 }

@@ -125,11 +125,16 @@ def handbook_paragraphs(work):
     pages = os.path.join(folder, HANDBOOK_HTML)
     for name in sorted(os.listdir(pages)):
         if name.endswith(".html"):
-            parser = Paragraphs()
-            parser.feed(open(os.path.join(pages, name), encoding="utf-8").read())
-            for text in parser.out:
-                if len(text.split()) >= 4:
-                    yield "debian-handbook", text
+            yield from page_paragraphs(os.path.join(pages, name), "debian-handbook")
+
+
+def page_paragraphs(path, source):
+    """(source, paragraph) for every paragraph of at least four words of one HTML page."""
+    parser = Paragraphs()
+    parser.feed(open(path, encoding="utf-8").read())
+    for text in parser.out:
+        if len(text.split()) >= 4:
+            yield source, text
 
 
 def python_doc_paragraphs(work):
@@ -142,11 +147,7 @@ def python_doc_paragraphs(work):
     for root, _, files in sorted(os.walk(pages)):
         for name in sorted(files):
             if name.endswith(".html"):
-                parser = Paragraphs()
-                parser.feed(open(os.path.join(root, name), encoding="utf-8").read())
-                for text in parser.out:
-                    if len(text.split()) >= 4:
-                        yield "python-doc", text
+                yield from page_paragraphs(os.path.join(root, name), "python-doc")
 
 
 def unpack(package, version, deb, work, folder):
