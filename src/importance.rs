@@ -201,7 +201,8 @@ pub fn importance(
 /// blank token's word embedding at every position to the text's, with the Gauss–Legendre
 /// rule of `query.steps` points (as captum's default): per token, the attributions summed
 /// over the embedding, and their completeness. The points go through the model a few at a
-/// time, so memory stays that of a small batch whatever the steps.
+/// time (fewer the longer the text: each keeps every layer's activations for the backward
+/// pass), so memory stays that of a small batch whatever the steps.
 fn integrated_gradients(
     model: &Model,
     ids: &[u32],
@@ -209,7 +210,8 @@ fn integrated_gradients(
     target: usize,
     query: &ImportanceQuery,
 ) -> Result<(Vec<f64>, Completeness)> {
-    const POINTS_AT_A_TIME: usize = 10;
+    let n = ids.len().max(1);
+    let points_at_a_time = (PAIRS_PER_BATCH / 4 / (n * n)).clamp(1, 10);
     let device = model.device();
     let type_ids = Tensor::new(types, device)?.unsqueeze(0)?;
     let words = model.embed_words(&Tensor::new(ids, device)?.unsqueeze(0)?)?;
@@ -220,8 +222,8 @@ fn integrated_gradients(
     let dtype = words.dtype();
     let mut total = path.zeros_like()?;
     for (alphas, weights) in nodes
-        .chunks(POINTS_AT_A_TIME)
-        .zip(weights.chunks(POINTS_AT_A_TIME))
+        .chunks(points_at_a_time)
+        .zip(weights.chunks(points_at_a_time))
     {
         let k = alphas.len();
         let alphas = Tensor::new(alphas, device)?
@@ -331,8 +333,14 @@ fn blank_out(
     probabilities(model, &input, types, target, query.id)
 }
 
+/// How many token pairs (texts × n × n) one batch of blanked texts may hold: every layer's
+/// attention of a batch is texts × heads × n × n values, so blanking each of 475 tokens in one
+/// batch held gigabytes.
+const PAIRS_PER_BATCH: usize = 1 << 20;
+
 /// p(`id`) at `target` for each text of a batch `ids` (`[b, n]` u32), all with the token
-/// types `types`.
+/// types `types`; the texts go through the model a few at a time, so memory stays bounded
+/// whatever b and n.
 pub fn probabilities(
     model: &Model,
     ids: &Tensor,
@@ -340,7 +348,20 @@ pub fn probabilities(
     target: usize,
     id: u32,
 ) -> Result<Vec<f64>> {
-    probabilities_of_words(model, &model.embed_words(ids)?, types, target, id)
+    let (texts, n) = ids.dims2()?;
+    let chunk = (PAIRS_PER_BATCH / (n * n).max(1)).max(1);
+    let mut out = Vec::with_capacity(texts);
+    for start in (0..texts).step_by(chunk) {
+        let rows = ids.narrow(0, start, chunk.min(texts - start))?;
+        out.extend(probabilities_of_words(
+            model,
+            &model.embed_words(&rows)?,
+            types,
+            target,
+            id,
+        )?);
+    }
+    Ok(out)
 }
 
 /// [`probabilities`] from word embeddings, `[b, n, width]`.
