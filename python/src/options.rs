@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use bert_explain::explain::EvaluateOptions;
+use bert_explain::explain::{EvaluateOptions, DEFAULT_IG_STEPS, MAX_IG_STEPS};
 use bert_explain::importance::Blank;
 use bert_explain::methods::Mixing;
 use bert_explain::report::Format;
@@ -99,10 +99,14 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
     }
     let ig_steps = match get("ig_steps")? {
         Some(v) => match v.extract::<usize>() {
-            Ok(n) if (1..=1000).contains(&n) => n,
-            _ => return Err(usage("ig_steps must be a whole number from 1 to 1000")),
+            Ok(n) if (1..=MAX_IG_STEPS).contains(&n) => n,
+            _ => {
+                return Err(usage(format!(
+                    "ig_steps must be a whole number from 1 to {MAX_IG_STEPS}"
+                )))
+            }
         },
-        None => bert_explain::explain::DEFAULT_IG_STEPS,
+        None => DEFAULT_IG_STEPS,
     };
     let blank = match string("blank")?.as_deref() {
         None | Some("unk") => Blank::Unk,

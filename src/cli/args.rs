@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use bert_explain::explain::MAX_IG_STEPS;
 use bert_explain::report::Format;
 use clap::{Parser, ValueEnum};
 
@@ -190,8 +191,10 @@ pub enum DeviceArg {
 
 pub(super) fn parse_steps(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(n) if (1..=1000).contains(&n) => Ok(n),
-        _ => Err(format!("{text:?} is not a whole number from 1 to 1000")),
+        Ok(n) if (1..=MAX_IG_STEPS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text:?} is not a whole number from 1 to {MAX_IG_STEPS}"
+        )),
     }
 }
 

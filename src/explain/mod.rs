@@ -91,6 +91,9 @@ pub struct EvaluateOptions {
 /// Integrated gradients' points unless `--ig-steps` says otherwise (captum's default).
 pub const DEFAULT_IG_STEPS: usize = 50;
 
+/// The most points `--ig-steps` takes (each is a forward and a backward pass).
+pub const MAX_IG_STEPS: usize = 1000;
+
 impl Default for EvaluateOptions {
     fn default() -> Self {
         Self {
