@@ -4,7 +4,7 @@
 # points the CUDA binary at the CUDA 13 libraries of the machine's torch environment, and
 # runs scripts/gpu_check.py: every case on the CPU and on CUDA with their reports compared,
 # then the throughput benchmark against torch. Results go to OUT (parity.md, throughput.md,
-# their .json, machine.txt).
+# their .json, machine.txt, log.txt).
 #
 # Usage: scripts/gpu-check.sh BUNDLE OUT [--dry-run] [--skip-throughput]
 #   with the device tool: run(command="scripts/gpu-check.sh target/gpu-bundle $OUT",
@@ -43,4 +43,4 @@ fi
     ldd "$bin/bert-explain-cuda" | grep -E 'cuda|cublas|curand|nvrtc|not found' || true
 } | tee "$out/machine.txt" >&2
 python3 "$repo/scripts/gpu_check.py" --cpu "$bin/bert-explain-cpu" --cuda "$bin/bert-explain-cuda" \
-    --wheel-dir "$bundle" "$@" "$out"
+    --wheel-dir "$bundle" "$@" "$out" 2>&1 | tee "$out/log.txt"

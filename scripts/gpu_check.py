@@ -194,6 +194,25 @@ def write_stack(work):
     np.save(os.path.join(work, "stack.npy"), (e / e.sum(-1, keepdims=True)).astype(np.float32))
 
 
+PARITY_HEAD = ["| case | CUDA vs CPU | largest difference (field) | rank statistics | time CPU / CUDA |",
+               "|---|---|---|---|---|"]
+THROUGHPUT_HEAD = ["| n | lines | torch forward, lines/s | bert-explain batch on CUDA, lines/s | ratio | "
+                   "bert-explain on the CPU, lines/s |", "|---|---|---|---|---|---|"]
+
+
+def save(out, name, head, rows, results, intro=""):
+    """Writes NAME.md and NAME.json; called after every row, so a run stopped by its time
+    limit still leaves what it measured."""
+    open(os.path.join(out, f"{name}.md"), "w").write(intro + "\n".join(head + rows) + "\n")
+    json.dump(results, open(os.path.join(out, f"{name}.json"), "w"), indent=1)
+
+
+def parity_intro():
+    return (f"Tolerance: |cuda − cpu| ≤ {ATOL:g} + {RTOL:g}·|cpu| for every number; gradients "
+            f"{GRADIENT_RTOL:g} × their array's largest magnitude; rank statistics (Spearman, "
+            f"ERASER) {RANK_ATOL:g}.\n\n")
+
+
 def parity(args, work, cuda_device):
     write_stack(work)
     rows, results = [], []
@@ -215,8 +234,10 @@ def parity(args, work, cuda_device):
         rows.append(f"| {c['name']} | {status} | {worst[0]:.1e} ({worst[1]}) | {rank_text} | "
                     f"{t_cpu:.2f} s / {t_gpu:.2f} s |")
         log(f"{status:12} {c['name']}" + ("" if status == "equal" else f": {diff['bad'][:3]}"))
+        save(args.out, "parity", PARITY_HEAD, rows, results, parity_intro())
     results.append(python_package(args, work, cuda_device, rows))
-    return rows, results
+    save(args.out, "parity", PARITY_HEAD, rows, results, parity_intro())
+    return results
 
 
 def python_package(args, work, cuda_device, rows):
@@ -335,36 +356,45 @@ def explain_rate(binary, device, folder, lines, work, timeout):
     return float(m.group(1)), len(lines) / took, summary
 
 
-def throughput(args, work, cuda_device, dry):
-    import torch
-
+def throughput(args, work, cuda_device, dry, deadline):
+    """Each row saved as soon as it is measured; a step that fails or would start past the
+    deadline is recorded as such and the rest go on."""
     rows, results = [], []
     torch_device = "cuda" if not dry else "cpu"
     plan = [(128, 200, 20), (512, 100, 10)] if not dry else [(128, 6, 3), (512, 3, 2)]
     folder = os.path.join(work, "bert-base")
     model = bert_base(folder)
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"
     for n, count, cpu_count in plan:
+        if time.perf_counter() > deadline:
+            rows.append(f"| {n} | {count} | not run: out of time | - | - | - |")
+            save(args.out, "throughput", THROUGHPUT_HEAD, rows, results)
+            continue
         lines = texts(n, count, seed=n)
         t_rate = torch_rate(model, count, n, torch_device)
         cuda_rate, cuda_whole, summary = explain_rate(args.cuda, cuda_device, folder, lines, work, 240)
         cpu_rate, _, cpu_summary = explain_rate(args.cpu, "cpu", folder, lines[:cpu_count], work, 120)
         ratio = "-" if cuda_rate is None else f"{cuda_rate / t_rate:.2f}"
-        fmt = lambda v: "-" if v is None else f"{v:.1f}"
         rows.append(f"| {n} | {count} | {t_rate:.1f} | {fmt(cuda_rate)} ({fmt(cuda_whole)} whole process) | "
                     f"{ratio} | {fmt(cpu_rate)} |")
         results.append({"n": n, "lines": count, "torch_lines_per_s": t_rate, "cuda_lines_per_s": cuda_rate,
                         "cuda_whole_process_lines_per_s": cuda_whole, "cuda_summary": summary,
                         "cpu_lines_per_s": cpu_rate, "cpu_summary": cpu_summary})
         log(f"n = {n}: torch {t_rate:.1f}/s, bert-explain on {cuda_device} {summary}; on the CPU {cpu_summary}")
+        save(args.out, "throughput", THROUGHPUT_HEAD, rows, results)
     # Sharp attention (issue 31): the same shape, query and key weights × 8, n = 128.
+    if time.perf_counter() > deadline:
+        rows.append("| 128, query and key × 8 | - | not run: out of time | - | - | - |")
+        save(args.out, "throughput", THROUGHPUT_HEAD, rows, results)
+        return
     peaked = os.path.join(work, "bert-base-peaked")
     bert_base(peaked, peaked=True)
     lines = texts(128, 20 if not dry else 2, seed=7)
     rate, whole, summary = explain_rate(args.cuda, cuda_device, peaked, lines, work, 90)
     results.append({"n": 128, "peaked": True, "lines": len(lines), "cuda_lines_per_s": rate, "cuda_summary": summary})
-    rows.append(f"| 128, query and key × 8 | {len(lines)} | - | {'-' if rate is None else f'{rate:.1f}'} "
-                f"({summary}) | - | - |")
-    return rows, results
+    rows.append(f"| 128, query and key × 8 | {len(lines)} | - | {fmt(rate)} ({summary}) | - | - |")
+    log(f"peaked, n = 128: {summary}")
+    save(args.out, "throughput", THROUGHPUT_HEAD, rows, results)
 
 
 def main():
@@ -374,6 +404,8 @@ def main():
     ap.add_argument("--wheel-dir")
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--budget", type=float, default=420.0,
+                    help="seconds after which no further throughput step starts (default 420)")
     ap.add_argument("out")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -383,22 +415,16 @@ def main():
         args.cuda, args.wheel_dir = args.cpu, None
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
-        rows, results = parity(args, work, cuda_device)
-        head = ["| case | CUDA vs CPU | largest difference (field) | rank statistics | time CPU / CUDA |",
-                "|---|---|---|---|---|"]
-        intro = (f"Tolerance: |cuda − cpu| ≤ {ATOL:g} + {RTOL:g}·|cpu| for every number; gradients "
-                 f"{GRADIENT_RTOL:g} × their array's largest magnitude; rank statistics (Spearman, "
-                 f"ERASER) {RANK_ATOL:g}.\n\n")
-        open(os.path.join(args.out, "parity.md"), "w").write(intro + "\n".join(head + rows) + "\n")
-        json.dump(results, open(os.path.join(args.out, "parity.json"), "w"), indent=1)
+        results = parity(args, work, cuda_device)
         failed = sum(1 for r in results if r["status"] not in ("equal", "not run"))
         if not args.skip_throughput:
-            rows, results = throughput(args, work, cuda_device, args.dry_run)
-            head = ["| n | lines | torch forward, lines/s | bert-explain batch on CUDA, lines/s | ratio | "
-                    "bert-explain on the CPU, lines/s |", "|---|---|---|---|---|---|"]
-            open(os.path.join(args.out, "throughput.md"), "w").write("\n".join(head + rows) + "\n")
-            json.dump(results, open(os.path.join(args.out, "throughput.json"), "w"), indent=1)
-    log(f"done in {time.perf_counter() - t0:.0f} s; {failed} parity case(s) failed; results in {args.out}")
+            try:
+                throughput(args, work, cuda_device, args.dry_run, t0 + args.budget)
+            except Exception as e:  # recorded, so that the parity results still come back
+                log(f"throughput stopped: {type(e).__name__}: {e}")
+                open(os.path.join(args.out, "throughput-error.txt"), "w").write(f"{type(e).__name__}: {e}\n")
+                failed += 1
+    log(f"done in {time.perf_counter() - t0:.0f} s; {failed} step(s) failed; results in {args.out}")
     return 1 if failed else 0
 
 
