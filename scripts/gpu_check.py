@@ -145,6 +145,19 @@ def is_rank(path):
     return path.startswith("evaluation") or ".evaluation" in path
 
 
+def is_gradient(path):
+    """An importance score made of gradients (not a correlation with one)."""
+    return not is_rank(path) and "gradient" in path.rsplit(".", 1)[-1]
+
+
+def noise_only(path):
+    """gradient_sum_abs, the paper's |Σ_d ∂p/∂e_d|, is zero in exact arithmetic behind a
+    LayerNorm: what both devices print is rounding (1e-7 of a gradient norm), and the
+    correlations with it rank that rounding. The score itself is compared against the scale
+    of the gradient it sums (see compare); its correlations are not compared."""
+    return is_rank(path) and "gradient_sum_abs" in path
+
+
 def compare(cpu, cuda, path="", out=None):
     """Every difference between two reports: {'max': {field: diff}, 'bad': [...]}"""
     if out is None:
@@ -153,7 +166,12 @@ def compare(cpu, cuda, path="", out=None):
         if set(cpu) != set(cuda):
             out["bad"].append(f"{path}: keys differ: {sorted(set(cpu) ^ set(cuda))}")
         for k in cpu.keys() & cuda.keys():
-            if k == "device":
+            if k == "device" or noise_only(f"{path}.{k}"):
+                continue
+            if k == "gradient_sum_abs" and isinstance(cpu.get("gradient_norm"), list):
+                scale = max(abs(x) for x in cpu["gradient_norm"])
+                for i, (a, b) in enumerate(zip(cpu[k], cuda[k])):
+                    number(a, b, f"{path}.{k}[{i}]", out, GRADIENT_RTOL * max(scale, 1e-12))
                 continue
             compare(cpu[k], cuda[k], f"{path}.{k}", out)
     elif isinstance(cpu, list) and isinstance(cuda, list):
@@ -162,7 +180,7 @@ def compare(cpu, cuda, path="", out=None):
             return out
         scale = max([abs(x) for x in cpu if isinstance(x, (int, float)) and not isinstance(x, bool)] or [0.0])
         for i, (a, b) in enumerate(zip(cpu, cuda)):
-            if isinstance(a, (int, float)) and not isinstance(a, bool) and "gradient" in path:
+            if isinstance(a, (int, float)) and not isinstance(a, bool) and is_gradient(path):
                 number(a, b, f"{path}[{i}]", out, GRADIENT_RTOL * max(scale, 1e-12))
             else:
                 compare(a, b, f"{path}[{i}]", out)
@@ -210,7 +228,8 @@ def save(out, name, head, rows, results, intro=""):
 def parity_intro():
     return (f"Tolerance: |cuda − cpu| ≤ {ATOL:g} + {RTOL:g}·|cpu| for every number; gradients "
             f"{GRADIENT_RTOL:g} × their array's largest magnitude; rank statistics (Spearman, "
-            f"ERASER) {RANK_ATOL:g}.\n\n")
+            f"ERASER) {RANK_ATOL:g}; gradient_sum_abs (zero in exact arithmetic: rounding on both) "
+            f"{GRADIENT_RTOL:g} × the largest gradient norm, its correlations not compared.\n\n")
 
 
 def parity(args, work, cuda_device):
@@ -352,7 +371,10 @@ def explain_rate(binary, device, folder, lines, work, timeout):
     summary = p.stdout.strip().splitlines()[-1]
     m = re.search(r"([\d.]+) sentences/s", summary)
     reports = [json.loads(l) for l in open(out)]
-    assert len(reports) == len(lines) and all("relevance" in r and r["relevance"]["flow"] for r in reports)
+    bad = [r for r in reports if not (isinstance(r.get("relevance"), dict) and r["relevance"].get("flow"))]
+    if len(reports) != len(lines) or bad:
+        why = json.dumps(bad[0])[:400] if bad else f"{len(reports)} records for {len(lines)} lines"
+        return None, None, f"{summary}; {len(bad)} records without flow, the first: {why}"
     return float(m.group(1)), len(lines) / took, summary
 
 
