@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::error::Result;
 use crate::evaluate::Summary;
-use crate::explain::{EvaluateOptions, ExplainOptions, Explainer, Forwarded};
+use crate::explain::{EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded};
 use crate::input::{Line, Lines, LINE_LIMIT};
 
 /// One input line: `{"text": "...", "target": 7, "candidates": ["is", "are"],
@@ -62,6 +62,8 @@ pub struct BatchOutcome {
     /// threads that ran them: the pipeline's two stages.
     pub forward_seconds: f64,
     pub finish_seconds: f64,
+    /// The forward passes' stages, summed: the model on its device, its attention to the host.
+    pub stages: ForwardSeconds,
     /// How many threads finished reports.
     pub workers: usize,
 }
@@ -138,8 +140,9 @@ pub fn run_batch(
         }
         let (job_tx, job_rx) = mpsc::sync_channel::<(usize, usize, Started)>(1);
         let (done_tx, done_rx) = mpsc::channel::<(usize, Record, Duration)>();
-        let reader = scope.spawn(move || -> std::io::Result<f64> {
+        let reader = scope.spawn(move || -> std::io::Result<(f64, ForwardSeconds)> {
             let mut busy = Duration::ZERO;
+            let mut stages = ForwardSeconds::default();
             for (seq, line) in examples(input).enumerate() {
                 if ticket_rx.recv().is_err() {
                     break; // the writer has stopped
@@ -148,11 +151,15 @@ pub fn run_batch(
                 let start = Instant::now();
                 let started = start_line(explainer, &line, options);
                 busy += start.elapsed();
+                if let Ok((_, forwarded)) = &started {
+                    stages.model += forwarded.seconds().model;
+                    stages.to_host += forwarded.seconds().to_host;
+                }
                 if job_tx.send((seq, number, started)).is_err() {
                     break;
                 }
             }
-            Ok(busy.as_secs_f64())
+            Ok((busy.as_secs_f64(), stages))
         });
         let job_rx = Arc::new(Mutex::new(job_rx));
         for _ in 0..workers {
@@ -195,7 +202,8 @@ pub fn run_batch(
                 let _ = ticket_tx.send(());
             }
         }
-        outcome.forward_seconds = reader.join().expect("the reader does not panic")?;
+        (outcome.forward_seconds, outcome.stages) =
+            reader.join().expect("the reader does not panic")?;
         output.flush()?;
         Ok(outcome)
     })

@@ -45,6 +45,22 @@ pub fn device(choice: DeviceChoice) -> Result<Device> {
     }
 }
 
+/// Makes the device's CUDA context current on the calling thread (elsewhere: nothing). A
+/// thread that frees device memory without it fails to free it, and cudarc keeps that error
+/// for the next device call on any thread (`CUDA_ERROR_INVALID_CONTEXT`, seen on an H100 in
+/// batch mode); allocating binds the context, freeing does not.
+pub fn bind_to_thread(device: &Device) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(cuda) = device {
+        cuda.cuda_stream()
+            .context()
+            .bind_to_thread()
+            .map_err(|e| Error::Device(format!("cannot use CUDA from this thread: {e}")))?;
+    }
+    let _ = device;
+    Ok(())
+}
+
 /// The name the report gives a device: "cpu", "cuda" or "metal".
 pub fn device_name(device: &Device) -> &'static str {
     if device.is_cuda() {

@@ -64,12 +64,14 @@ pub fn run(
         summary += &outcome.summary.to_string();
     }
     summary += &format!(
-        "{} sentences ({} failed) in {seconds:.2} s: {:.1} sentences/s (forward passes {:.2} s on {}; reports {:.2} s on the host, over {} threads)\n",
+        "{} sentences ({} failed) in {seconds:.2} s: {:.1} sentences/s (forward passes {:.2} s on {}: the model {:.2} s, attention to the host {:.2} s; reports {:.2} s on the host, over {} threads)\n",
         outcome.examples,
         outcome.failed,
         outcome.examples as f64 / seconds.max(1e-9),
         outcome.forward_seconds,
         explainer.device_name(),
+        outcome.stages.model,
+        outcome.stages.to_host,
         outcome.finish_seconds,
         outcome.workers,
     );

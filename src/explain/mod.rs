@@ -10,18 +10,20 @@ pub use assemble::{attention_target, explain_attention};
 use prediction::probabilities;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 
 use crate::attention::AttentionStack;
 use crate::checkpoint::{CheckpointFiles, ModelSource};
+use crate::device::bind_to_thread;
 use crate::eraser::Erasable;
 use crate::error::{Error, Result};
 use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank};
 use crate::methods::{self, Mixing, Run};
 use crate::model::{EncoderConfig, Keep, Model, Task};
-use crate::relevance::{AttentionGraph, RelevanceOptions};
+use crate::relevance::{fuse_to_host, AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report};
 use crate::tokens::{Encoding, TextTokenizer};
 
@@ -184,11 +186,16 @@ impl Explainer {
             input,
             types,
         } = self.prepare(text, options)?;
+        let start = Instant::now();
         let output = self
             .model
             .forward(&input, Some(&types), target, Keep::default())?;
+        // Waits for the device, so that the two stages' times are each their own.
+        self.device.synchronize()?;
+        let model_seconds = start.elapsed().as_secs_f64();
+        let start = Instant::now();
         let stack = AttentionStack::from_tensors(&output.attentions())?;
-        let graph = AttentionGraph::new(&stack, options.relevance)?;
+        let fused = fuse_to_host(&stack, options.relevance)?;
         let probs = match &output.logits {
             Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),
             None => None,
@@ -200,29 +207,34 @@ impl Explainer {
             encoding,
             task,
             target,
-            input,
-            types,
             shape: (stack.layers(), stack.heads()),
-            graph,
+            fused,
             probs,
             prediction,
+            seconds: ForwardSeconds {
+                model: model_seconds,
+                to_host: start.elapsed().as_secs_f64(),
+            },
         })
     }
 
     /// The second half of [`Explainer::explain`]: the maps on the host, and what
-    /// `options.mixing` and `options.evaluate` ask of the model.
+    /// `options.mixing` and `options.evaluate` ask of the model. It may run on another thread
+    /// than [`Explainer::forward`] did.
     pub fn finish(&self, forwarded: Forwarded, options: &ExplainOptions) -> Result<Report> {
+        // A thread freeing device memory needs the device's context (see bind_to_thread).
+        bind_to_thread(&self.device)?;
         let Forwarded {
             encoding,
             task,
             target,
-            input,
-            types,
             shape: (layers, heads),
-            graph,
+            fused,
             probs,
             prediction,
+            seconds: _,
         } = forwarded;
+        let graph = AttentionGraph::from_fused(fused, options.relevance)?;
         // Never blanked by ERASER: special tokens, mask tokens, the explained position.
         let mask = self.tokenizer.mask_id();
         let fixed: Vec<bool> = (0..encoding.ids.len())
@@ -244,6 +256,7 @@ impl Explainer {
                     Some(p) => Some(self.explained(options.evaluate.as_ref(), p)?.1),
                     None => None,
                 };
+                let (input, types) = self.device_ids(&ids, &type_ids)?;
                 let run = Run {
                     model: &self.model,
                     ids: &input,
@@ -349,8 +362,7 @@ impl Explainer {
             },
             _ => Vec::new(),
         };
-        let input = Tensor::new(encoding.ids.as_slice(), &self.device)?.unsqueeze(0)?;
-        let types = Tensor::new(encoding.type_ids.as_slice(), &self.device)?.unsqueeze(0)?;
+        let (input, types) = self.device_ids(&encoding.ids, &encoding.type_ids)?;
         Ok(Prepared {
             encoding,
             task,
@@ -359,6 +371,14 @@ impl Explainer {
             input,
             types,
         })
+    }
+
+    /// `[1, n]` token ids and token types on the model's device.
+    fn device_ids(&self, ids: &[u32], types: &[u32]) -> Result<(Tensor, Tensor)> {
+        Ok((
+            Tensor::new(ids, &self.device)?.unsqueeze(0)?,
+            Tensor::new(types, &self.device)?.unsqueeze(0)?,
+        ))
     }
 
     /// The text (and pair) as tokens, checked against the model's positions and vocabulary.
@@ -417,20 +437,35 @@ impl Explainer {
 }
 
 /// A text after the forward pass ([`Explainer::forward`]), its attention on the host: what
-/// [`Explainer::finish`] makes the report of.
+/// [`Explainer::finish`] makes the report of. It holds nothing on the device, so that any
+/// thread may finish it.
 pub struct Forwarded {
     encoding: Encoding,
     task: Task,
     target: usize,
-    /// `[1, n]` token ids and token types, on the model's device.
-    input: Tensor,
-    types: Tensor,
     /// The stack's layers and heads.
     shape: (usize, usize),
-    graph: AttentionGraph,
+    /// `[L, n, n]` fused attention, on the host.
+    fused: Tensor,
     /// The head's probabilities at the target.
     probs: Option<Vec<f32>>,
     prediction: Option<Prediction>,
+    seconds: ForwardSeconds,
+}
+
+impl Forwarded {
+    /// How long its stages took.
+    pub fn seconds(&self) -> ForwardSeconds {
+        self.seconds
+    }
+}
+
+/// The stages of [`Explainer::forward`], in seconds: the model's forward pass on its device
+/// (waited for), and its attention fused there and brought to the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ForwardSeconds {
+    pub model: f64,
+    pub to_host: f64,
 }
 
 /// A text ready for the forward pass.

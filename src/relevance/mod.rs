@@ -60,7 +60,12 @@ impl AttentionGraph {
     /// The heads are fused where the stack lies; a stack on a GPU then comes to the host in
     /// one copy of `[L, n, n]` (an H-th of the stack), and every map is computed there.
     pub fn new(stack: &AttentionStack, options: RelevanceOptions) -> Result<Self> {
-        let fused = host(&stack.fuse(options.fusion)?)?;
+        Self::from_fused(fuse_to_host(stack, options)?, options)
+    }
+
+    /// The graph of `[L, n, n]` fused attention from [`fuse_to_host`]: the host's half.
+    pub fn from_fused(fused: Tensor, options: RelevanceOptions) -> Result<Self> {
+        let fused = host(&fused)?;
         let augmented = with_residual(&fused, options.residual)?;
         Ok(Self {
             capacities: HostLayers::new(&augmented)?,
@@ -116,6 +121,12 @@ impl Relevance {
     ) -> Result<Self> {
         AttentionGraph::new(stack, options)?.relevance(target)
     }
+}
+
+/// The stack's heads fused where it lies (in f64 but on Metal), brought to the host in one
+/// copy of `[L, n, n]`: the device's half of [`AttentionGraph::new`].
+pub fn fuse_to_host(stack: &AttentionStack, options: RelevanceOptions) -> Result<Tensor> {
+    host(&stack.fuse(options.fusion)?)
 }
 
 fn host(t: &Tensor) -> Result<Tensor> {
