@@ -641,6 +641,32 @@ mod tests {
         );
     }
 
+    /// On peaked rows the flow below splits into many small paths, and the flow a search
+    /// starts from is partly sent round the source's straight arc before the rest is
+    /// withdrawn: the withdrawal must take only flow that started at the old source, or
+    /// the flow left is no flow (its value and the arcs that later layers lift are wrong).
+    #[test]
+    fn a_climb_on_peaked_rows_equals_searches_from_none() {
+        let mut uniform = uniform_values(0x6a09_e667_f3bc_c908);
+        for trial in 0..4 {
+            let (n, layers) = (24 + 8 * trial, 8);
+            let caps = random_graph(&mut uniform, layers, n, 6 + 2 * trial as i32);
+            let source = (7 * trial + 3) % n;
+            let climbed = flow(&caps, source);
+            for l in 1..=layers {
+                let alone: Vec<f64> = (0..n)
+                    .map(|sink| max_flow(&caps[..l], source, sink))
+                    .collect();
+                for (sink, (a, b)) in climbed[l - 1].iter().zip(normalise(&alone)).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-12,
+                        "{trial} layer {l} sink {sink}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn agrees_with_edmonds_karp_on_random_layered_graphs() {
         let mut uniform = uniform_values(0x2545_f491_4f6c_dd1d);

@@ -130,7 +130,7 @@ pub fn solve(
                 rerouted = reroute(rows, source, value - through, work);
                 let rest = value - through - rerouted;
                 if rest > 0.0 {
-                    work.withdraw(0, sink, rest, (layers - 1, source));
+                    work.withdraw(rest, layers - 1, source);
                 }
             }
             work.carry(layers - 1, source, source, through);

@@ -58,6 +58,13 @@ pub struct Workspace {
     pub(super) levels: usize,
     pub(super) queue: Vec<u32>,
     pub(super) frames: Vec<Frame>,
+    /// [`Self::withdraw`]'s scratch: per node, the share of its flow from the source; per
+    /// position, the marks of [`Self::each_sender`], and the dues of one layer and the next.
+    share: Vec<f64>,
+    seen: Vec<usize>,
+    stamp: usize,
+    due: Vec<f64>,
+    due_above: Vec<f64>,
 }
 
 impl Workspace {
@@ -175,39 +182,101 @@ impl Workspace {
         senders.push(from as u32);
     }
 
-    /// Takes up to `amount` of the flow arriving at `(k, j)` off the arcs that carry it from
-    /// `source` (a layer and a position above); returns the amount taken (all of it, up to
-    /// rounding, when that much arrives from there).
-    pub(super) fn withdraw(
+    /// Takes up to `amount` of the flow arriving at `(0, sink)` off the arcs that carry it
+    /// from `source`, a node of layer `top` (the layer of the search's source, or one below);
+    /// returns the amount taken (all of it, up to rounding, when that much arrives).
+    ///
+    /// The flow held may also come from other nodes of that layer (what [`super::network`]'s
+    /// reroute sent round `source`), so first a pass down the layers finds the share of each
+    /// node's flow that started at `source`: all of it at `source`, none at the others of its
+    /// layer, below that the flows arriving weighted by their tails' shares. Then one pass up:
+    /// each node's due is taken off its arcs in, each at most the share of its flow that
+    /// started at `source` (the straight arc first), and becomes their tails' dues. A node's
+    /// due never exceeds the flow from `source` that arrives there, so `source` gives up all
+    /// of `amount` when that much of its flow reaches the sink. Each pass reads each arc that
+    /// carries flow once: following the paths from `source` one at a time instead reads a
+    /// share of every path, which on peaked attention, where the flow splits into many small
+    /// ones, took nearly all of a search's time.
+    pub(super) fn withdraw(&mut self, amount: f64, top: usize, source: usize) -> f64 {
+        let n = self.n;
+        let mut share = std::mem::take(&mut self.share);
+        share.clear();
+        share.resize((top + 1) * n, 0.0);
+        share[top * n + source] = 1.0;
+        let mut seen = std::mem::take(&mut self.seen);
+        seen.resize(n, 0);
+        for k in (0..top).rev() {
+            for to in 0..n {
+                if k == 0 && to != self.sink {
+                    continue; // into layer 0 only the arcs into the sink count
+                }
+                let (mut arriving, mut from_source) = (0.0, 0.0);
+                self.each_sender(k, to, &mut seen, |work, from| {
+                    let flow = work.flow_on(k, from, to);
+                    arriving += flow;
+                    from_source += flow * share[(k + 1) * n + from];
+                });
+                if arriving > 0.0 {
+                    share[k * n + to] = (from_source / arriving).min(1.0);
+                }
+            }
+        }
+        let mut due = std::mem::take(&mut self.due);
+        due.clear();
+        due.resize(n, 0.0);
+        let mut above = std::mem::take(&mut self.due_above);
+        above.clear();
+        above.resize(n, 0.0);
+        due[self.sink] = amount;
+        for k in 0..top {
+            for (to, &owed) in due.iter().enumerate() {
+                let mut left = owed;
+                if left <= 0.0 {
+                    continue;
+                }
+                self.each_sender(k, to, &mut seen, |work, from| {
+                    let ours = work.flow_on(k, from, to) * share[(k + 1) * n + from];
+                    let got = ours.min(left);
+                    if got > 0.0 {
+                        work.carry(k, from, to, -got);
+                        above[from] += got;
+                        left -= got;
+                    }
+                });
+            }
+            std::mem::swap(&mut due, &mut above);
+            above.fill(0.0);
+        }
+        let taken = due[source];
+        (self.share, self.seen, self.due, self.due_above) = (share, seen, due, above);
+        taken
+    }
+
+    /// Calls `visit(self, from)` once for each position `from` whose arc into `(k, to)` has
+    /// carried flow in this problem: its straight arc first, then its senders (which may
+    /// list a position twice). `seen` (`n` entries) marks the positions visited with a stamp
+    /// of this call's own.
+    fn each_sender(
         &mut self,
         k: usize,
-        j: usize,
-        amount: f64,
-        source: (usize, usize),
-    ) -> f64 {
-        if k == source.0 {
-            return if j == source.1 { amount } else { 0.0 };
-        }
-        let mut taken = 0.0;
-        let take = |work: &mut Self, from: usize, taken: &mut f64| {
-            let flow = work.flow_on(k, from, j);
-            if flow > 0.0 && amount > *taken {
-                let got = work.withdraw(k + 1, from, flow.min(amount - *taken), source);
-                work.carry(k, from, j, -got);
-                *taken += got;
-            }
-        };
+        to: usize,
+        seen: &mut [usize],
+        mut visit: impl FnMut(&mut Self, usize),
+    ) {
+        self.stamp += 1;
+        let (mark, node) = (self.stamp, k * self.n + to);
         // Straight arcs are not among the senders, except into the sink's position.
-        if j != self.sink {
-            take(self, j, &mut taken);
+        if to != self.sink && k > 0 {
+            seen[to] = mark;
+            visit(self, to);
         }
-        let node = k * self.n + j;
-        let mut p = 0;
-        while amount - taken > 0.0 && p < self.senders[node].len() {
-            take(self, self.senders[node][p] as usize, &mut taken);
-            p += 1;
+        for p in 0..self.senders[node].len() {
+            let from = self.senders[node][p] as usize;
+            if seen[from] != mark {
+                seen[from] = mark;
+                visit(self, from);
+            }
         }
-        taken
     }
 
     /// The first node `≥ i` of layer `k` still in the chain (`n` when none is left).
@@ -307,4 +376,30 @@ pub(super) struct Frame {
     pub(super) layer: usize,
     pub(super) limit: f64,
     pub(super) sent: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Layer 2 holds the old source (position 0) and a position the reroute sent flow through
+    /// (1); both feed (1, 2), which feeds the sink (0, 3). Withdrawing from the old source
+    /// must leave the rerouted flow where it is, whatever order the arcs were opened in.
+    #[test]
+    fn withdrawing_takes_only_the_flow_that_started_at_the_source() {
+        let mut work = Workspace::default();
+        let (n, sink) = (4, 3);
+        work.prepare(2, n, sink);
+        work.carry(1, 1, 2, 0.3); // rerouted, opened first
+        work.carry(1, 0, 2, 0.2); // from the old source
+        work.carry(0, 2, sink, 0.5);
+        let taken = work.withdraw(0.2, 2, 0);
+        assert_eq!(taken, 0.2);
+        assert_eq!(work.flow_on(1, 0, 2), 0.0);
+        assert_eq!(work.flow_on(1, 1, 2), 0.3);
+        assert!((work.flow_on(0, 2, sink) - 0.3).abs() < 1e-15);
+        // No more than arrives from the source can be taken.
+        assert_eq!(work.withdraw(0.1, 2, 0), 0.0);
+        assert_eq!(work.flow_on(1, 1, 2), 0.3);
+    }
 }

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Attention flow on peaked attention beside diffuse attention (issue 31): one position's flow
+at 8 positions spread over the sequence, and --all-positions, on each stack below; the median
+and the worst position of this checkout's engine, its worst against the same stack unsharpened,
+and against the first engine (595641c) where one is given.
+
+Stacks (float32 .npy, made here once into DIR, reused):
+- minilm-L{6,12}-n{128,512}-t{1,2,4,8}: all-MiniLM-L6-v2's real attention (real_attention.py;
+  12 layers are its 6 tiled twice), each head's rows raised to the power t and renormalised,
+  softmax(t · log a): the same heads made sharper; t = 1 is the real attention;
+- random-s{1,2,4}: 12 layers, one head, n = 128, rows softmax(N(0, s²)) (seed 128);
+- bertbase-qk8-n128: a bert-base-shaped model with random weights (seed 0) whose query and key
+  weights are scaled by 8, as scripts/gpu_check.py makes it;
+- iglm-L12-n{128,500}: a real GPT-2 decoder (iglm, 4 layers tiled 3 times) on a protein:
+  lower-triangular rows with most of their weight on position 0 (an attention sink).
+
+A run is the whole process `bert-explain --attention FILE --target P --json`. The first
+engine's runs are stopped at max(5 s, 2 × the new engine's time at that position), which
+already shows it slower there (counted as "stopped at the cap", its time as the cap). The new
+engine runs --runs times (best kept) where a run takes under a second, once otherwise.
+
+    peaked_flow.py --new BIN [--old BIN] --dir DIR [--stacks PATTERN] [--all-positions LIST]
+                   [--python PY] [--runs 3]
+
+--python: an interpreter with torch, transformers and numpy, to make the stacks
+(.venv-reference/bin/python). Prints a markdown table.
+"""
+
+import argparse
+import fnmatch
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MINILM = REPO / "models/downloaded/all-MiniLM-L6-v2"
+IGLM = REPO / "models/downloaded/iglm-gpt2"
+
+
+def stack_names():
+    names = [f"minilm-L{l}-n{n}-t{t}" for n in (128, 512) for l in (6, 12) for t in (1, 2, 4, 8)]
+    names += [f"random-s{s}" for s in (1, 2, 4)]
+    names += ["bertbase-qk8-n128", "iglm-L12-n128", "iglm-L12-n500"]
+    return names
+
+
+def baseline_of(name):
+    """The unsharpened stack of the same size, or None when the stack is its own."""
+    if name.startswith("minilm-") and not name.endswith("-t1"):
+        return name.rsplit("-t", 1)[0] + "-t1"
+    if name.startswith("random-") and name != "random-s1":
+        return "random-s1"
+    return None
+
+
+MAKER = r'''
+import sys, json, numpy as np, torch
+kind, out = sys.argv[1], sys.argv[2]
+def sharpen(a, t):
+    a = np.power(np.maximum(a.astype(np.float64), 1e-300), t)
+    return a / a.sum(-1, keepdims=True)
+if kind == "minilm":
+    src, t = sys.argv[3], float(sys.argv[4])
+    a = np.load(src)
+    np.save(out, (sharpen(a, t) if t != 1 else a).astype(np.float32))
+elif kind == "random":
+    s = float(sys.argv[3])
+    rng = np.random.default_rng(128)
+    logits = rng.normal(0.0, s, size=(12, 1, 128, 128))
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    np.save(out, (e / e.sum(-1, keepdims=True)).astype(np.float32))
+elif kind == "bertbase":
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(), add_pooling_layer=False).eval()
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.attention.self.query.weight.mul_(8.0)
+            layer.attention.self.key.weight.mul_(8.0)
+        ids = torch.randint(5, 30000, (1, 128), generator=torch.Generator().manual_seed(1))
+        att = model(input_ids=ids, output_attentions=True).attentions
+    np.save(out, torch.cat(att, 0).numpy().astype(np.float32))
+elif kind == "iglm":
+    from transformers import GPT2LMHeadModel
+    model_dir, n = sys.argv[3], int(sys.argv[4])
+    model = GPT2LMHeadModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    rng = np.random.default_rng(5)
+    ids = torch.tensor(rng.integers(5, 25, size=(1, n)))  # amino-acid tokens
+    with torch.no_grad():
+        att = model(input_ids=ids, output_attentions=True).attentions
+    a = torch.cat(att, 0).numpy()
+    np.save(out, np.concatenate([a, a, a], 0).astype(np.float32))
+'''
+
+
+def make(name, folder, python):
+    path = folder / f"{name}.npy"
+    if path.exists():
+        return path
+    if name.startswith("minilm-"):
+        _, layers, n, t = name.split("-")
+        source = folder / f"minilm-{layers}-{n}.npy"
+        if not source.exists():
+            tile = int(layers[1:]) // 6
+            subprocess.run([python, str(REPO / "scripts/bench/real_attention.py"), "--model", str(MINILM),
+                            "--n", n[1:], "--tile", str(tile), "--out", str(source)], check=True,
+                           stderr=subprocess.DEVNULL)
+        args = ["minilm", str(path), str(source), t[1:]]
+    elif name.startswith("random-"):
+        args = ["random", str(path), name.split("-s")[1]]
+    elif name.startswith("bertbase-"):
+        args = ["bertbase", str(path)]
+    else:
+        args = ["iglm", str(path), str(IGLM), name.rsplit("-n", 1)[1]]
+    subprocess.run([python, "-c", MAKER, *args], check=True, stderr=subprocess.DEVNULL)
+    return path
+
+
+def timed(binary, args, timeout=None):
+    """Wall seconds of one process, or None when stopped at `timeout`; its JSON on stdout."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        try:
+            done = subprocess.run([binary, *args], stdout=out, stderr=subprocess.PIPE, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, None
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            sys.exit(f"{binary} {' '.join(args)} failed: {done.stderr.decode()}")
+        out.seek(0)
+        return wall, out.read()
+
+
+def positions(n):
+    return sorted({round(1 + (n - 3) * k / 7) for k in range(8)})
+
+
+def largest_difference(a, b):
+    """Largest |a − b| / max(|a|, |b|) over the flow maps of two reports."""
+    fa, fb = json.loads(a)["relevance"]["flow"], json.loads(b)["relevance"]["flow"]
+    return max((abs(x - y) / max(abs(x), abs(y), 1e-300) for ra, rb in zip(fa, fb) for x, y in zip(ra, rb)),
+               default=0.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--new", required=True)
+    ap.add_argument("--old")
+    ap.add_argument("--dir", required=True, type=Path)
+    ap.add_argument("--stacks", default="*")
+    ap.add_argument("--all-positions", default="", help="stacks (patterns, comma-separated) to time with --all-positions")
+    ap.add_argument("--python", default=str(REPO / ".venv-reference/bin/python"))
+    ap.add_argument("--runs", type=int, default=3, help="runs of the new engine per position (best kept)")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    names = [s for s in stack_names() if fnmatch.fnmatch(s, args.stacks)]
+    medians, worst = {}, {}
+    rows = []
+    for name in names:
+        path = make(name, args.dir, args.python)
+        import numpy  # noqa: the shape, from the file's header
+        shape = numpy.load(path, mmap_mode="r").shape
+        n = shape[-1]
+        times, olds, diffs = [], [], []
+        for p in positions(n):
+            runs = [timed(args.new, ["--attention", str(path), "--target", str(p), "--json"])]
+            while len(runs) < args.runs and runs[0][0] < 1.0:  # one run is enough past a second
+                runs.append(timed(args.new, ["--attention", str(path), "--target", str(p), "--json"]))
+            wall = min(r[0] for r in runs)
+            times.append((wall, p))
+            if args.old:
+                cap = max(5.0, 2 * wall)
+                old, report = timed(args.old, ["--attention", str(path), "--target", str(p), "--json"], timeout=cap)
+                olds.append((old, cap, p))
+                if report is not None:
+                    diffs.append(largest_difference(runs[0][1], report))
+        medians[name] = statistics.median(t for t, _ in times)
+        worst[name] = max(times)
+        base = baseline_of(name)
+        vs_base = "-"
+        if base in worst:
+            vs_base = f"{worst[name][0] / worst[base][0]:.1f}×"
+        old_text = "-"
+        if olds:
+            slower = [(t, p) for (t, p), (o, cap, _) in zip(times, olds) if o is not None and t > o]
+            worst_old = max(((o if o is not None else cap), p) for o, cap, p in olds)
+            capped = sum(1 for o, _, _ in olds if o is None)
+            old_text = (f"median {statistics.median(o if o is not None else cap for o, cap, _ in olds):.2f} s, "
+                        f"worst {worst_old[0]:.2f} s (position {worst_old[1]})"
+                        + (f", {capped} stopped at the cap" if capped else "")
+                        + (f"; new slower at {len(slower)}" if slower else "; new faster everywhere"))
+            if diffs:
+                old_text += f"; maps within {max(diffs):.1e}"
+        rows.append(f"| {name} | {'×'.join(map(str, shape))} | {medians[name]:.3f} s | "
+                    f"{worst[name][0]:.3f} s (position {worst[name][1]}) | {vs_base} | {old_text} |")
+        print(rows[-1], file=sys.stderr, flush=True)
+    every = [s for s in names if any(fnmatch.fnmatch(s, pat) for pat in args.all_positions.split(",") if pat)]
+    every_rows = []
+    for name in every:
+        path = args.dir / f"{name}.npy"
+        wall, _ = timed(args.new, ["--attention", str(path), "--all-positions", "--target", "1", "--json"])
+        every_rows.append(f"| {name} | {wall:.1f} s |")
+        print(every_rows[-1], file=sys.stderr, flush=True)
+    print("| stack | shape | one position, median | worst position | worst against the unsharpened "
+          "stack | first engine |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if every_rows:
+        print("\n| stack | --all-positions |\n|---|---|")
+        print("\n".join(every_rows))
+
+
+if __name__ == "__main__":
+    main()
