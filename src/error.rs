@@ -222,6 +222,7 @@ impl Error {
                 | Error::UnknownLabel { .. }
                 | Error::OptionForOtherTask { .. }
                 | Error::UnknownMixing { .. }
+                | Error::CausalModelInBertMode { .. }
         )
     }
 }

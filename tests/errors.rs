@@ -222,9 +222,70 @@ fn batch_mode_with_a_causal_model() {
     let input = dir.path().join("in.jsonl");
     std::fs::write(&input, "{\"text\": \"hello\"}\n").unwrap();
     let gpt2 = repo().join("models/tiny-gpt2").display().to_string();
+    // An unsupported combination of options and model: a usage error.
     fails(
         &["--model", &gpt2, "--input", &arg(&input)],
-        1,
+        2,
         &["GPT-2 (causal)", "one prompt at a time", "--input"],
     );
+}
+
+#[test]
+fn token_type_embeddings_that_config_json_says_are_not_there() {
+    let dir = copy_of_tiny();
+    let config = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["type_vocab_size"] = 0.into();
+    std::fs::write(&config, json.to_string()).unwrap();
+    fails(
+        &["--model", &arg(dir.path()), TEXT],
+        1,
+        &[
+            "token_type_embeddings",
+            "[2, 32]",
+            "[0, 32]",
+            "do not belong together",
+        ],
+    );
+}
+
+#[test]
+fn a_masked_lm_head_cut_short_is_refused() {
+    use candle_core::{safetensors, Device};
+    let dir = copy_of_tiny();
+    let weights = dir.path().join("model.safetensors");
+    let mut tensors = safetensors::load(&weights, &Device::Cpu).unwrap();
+    tensors.remove("cls.predictions.transform.dense.weight");
+    safetensors::save(&tensors, &weights).unwrap();
+    fails(
+        &["--model", &arg(dir.path()), TEXT],
+        1,
+        &[
+            "no tensor cls.predictions.transform.dense.weight",
+            "incomplete",
+        ],
+    );
+}
+
+#[test]
+fn a_malformed_tokenizer_config_beside_vocab_txt() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(repo().join("models/tiny-bert-legacy")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    let config = dir.path().join("tokenizer_config.json");
+    for (text, needle) in [
+        ("{\"do_lower_case\": tru", "not valid JSON"),
+        ("[true]", "not a JSON object"),
+        ("{\"do_lower_case\": \"no\"}", "do_lower_case is \"no\""),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        fails(
+            &["--model", &arg(dir.path()), TEXT],
+            1,
+            &["tokenizer_config.json", needle],
+        );
+    }
 }

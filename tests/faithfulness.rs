@@ -131,6 +131,24 @@ fn batch_mode_reports_every_line_and_summarises() {
         .unwrap();
     let single: serde_json::Value = serde_json::from_slice(&single.stdout).unwrap();
     assert_eq!(records[0], single);
+
+    // `--input -` reads standard input and `--output -` writes standard output: the same
+    // records, with the summary on stderr.
+    let piped = bin()
+        .current_dir(repo())
+        .args(["--model", "models/tiny-bert-modern", "--evaluate"])
+        .args(["--input", "-", "--output", "-"])
+        .write_stdin(std::fs::read(&input).unwrap())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert!(piped.status.success(), "{stderr}");
+    assert!(stderr.contains("5 sentences (2 failed)"), "{stderr}");
+    let streamed: Vec<serde_json::Value> = String::from_utf8_lossy(&piped.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(streamed, records);
 }
 
 #[test]

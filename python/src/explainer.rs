@@ -47,9 +47,21 @@ pub struct Explainer {
 impl Explainer {
     /// `options` parsed, with what this model's task does not use refused.
     fn options(&self, options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<Options> {
-        let options = options::parse(options, allowed)?;
+        let py_options = options;
+        let mut options = options::parse(options, allowed)?;
         let given = |id: &str| options.given.iter().any(|g| g == id);
         refuse_for_task(given, self.inner.task(), &self.model).map_err(to_py)?;
+        // mixing="all": what applies to this model, a warning for each method left out.
+        if let (true, Some(list), Some(dict)) =
+            (options.mixing_all, &options.explain.mixing, py_options)
+        {
+            let (kept, notes) = self.inner.applicable(list);
+            for note in notes {
+                let warning = dict.py().get_type::<pyo3::exceptions::PyUserWarning>();
+                PyErr::warn(dict.py(), &warning, &std::ffi::CString::new(note)?, 1)?;
+            }
+            options.explain.mixing = Some(kept);
+        }
         Ok(options)
     }
 }

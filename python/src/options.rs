@@ -25,6 +25,8 @@ pub struct Options {
     pub html: Option<PathBuf>,
     /// `explain_attention`: one label per position.
     pub tokens: Option<Vec<String>>,
+    /// `mixing` names `all`: the methods that apply to the model, the others left out.
+    pub mixing_all: bool,
 }
 
 /// Reads `options` (keyword → value; `None` values count as not given), refusing any
@@ -163,5 +165,7 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
         figures,
         html,
         tokens: strings("tokens")?,
+        mixing_all: string("mixing")?
+            .is_some_and(|m| m.split(',').any(|name| name.trim() == "all")),
     })
 }

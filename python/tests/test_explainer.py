@@ -48,6 +48,20 @@ def test_a_classifier_with_a_pair_and_a_label(classifier):
     assert classifier.task == "sequence-classification" and classifier.family == "bert"
 
 
+def test_mixing_all_leaves_out_what_a_headless_encoder_cannot_run():
+    """mixing="all" is every method that applies, as on the command line: grad-attention
+    needs a head to differentiate, so a headless encoder runs the rest, with a warning."""
+    encoder = REPO / "models" / "tiny-bert-encoder"
+    want = cli_json("--model", str(encoder), "the book is here", "--target", "2", "--mixing", "all")
+    assert "grad-attention" not in want["methods"] and "alti" in want["methods"]
+    explainer = bert_explain.Explainer(str(encoder))
+    with pytest.warns(UserWarning, match="leaves out grad-attention"):
+        got = explainer.explain("the book is here", target=2, mixing="all")
+    assert got == want
+    with pytest.raises(bert_explain.UsageError, match="grad-attention needs a checkpoint"):
+        explainer.explain("the book is here", target=2, mixing="grad-attention")
+
+
 def test_explain_batch_is_explain_on_each(modern, tmp_path):
     texts = [SENTENCE, "She asked the doctor about [MASK] backache."]
     assert modern.explain_batch(texts, top_k=3) == [modern.explain(t, top_k=3) for t in texts]

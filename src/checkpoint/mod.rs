@@ -119,20 +119,35 @@ impl CheckpointFiles {
     /// (lowercasing unless tokenizer_config.json says `"do_lower_case": false`).
     pub fn load_tokenizer(&self) -> Result<TextTokenizer> {
         if self.tokenizer.file_name().is_some_and(|n| n == "vocab.txt") {
-            TextTokenizer::from_vocab(&self.tokenizer, self.lowercase())
+            TextTokenizer::from_vocab(&self.tokenizer, self.lowercase()?)
         } else {
             TextTokenizer::from_tokenizer_json(&self.tokenizer)
         }
     }
 
-    fn lowercase(&self) -> bool {
-        let setting = self
-            .tokenizer_config
-            .as_ref()
-            .and_then(|path| read_text_capped(path, METADATA_LIMIT).ok())
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-            .and_then(|value| value.get("do_lower_case").and_then(|v| v.as_bool()));
-        setting.unwrap_or(true)
+    /// Whether the vocab.txt tokenizer lowercases: tokenizer_config.json's `do_lower_case`,
+    /// else yes. A tokenizer_config.json that cannot be read is an error, not a default: the
+    /// casing would be a guess.
+    fn lowercase(&self) -> Result<bool> {
+        let Some(path) = &self.tokenizer_config else {
+            return Ok(true);
+        };
+        let wrong = |message: String| Error::Tokenizer {
+            path: path.clone(),
+            message,
+        };
+        let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| wrong(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| wrong(format!("not valid JSON ({e})")))?;
+        if !value.is_object() {
+            return Err(wrong("not a JSON object".into()));
+        }
+        match value.get("do_lower_case") {
+            None => Ok(true),
+            Some(setting) => setting
+                .as_bool()
+                .ok_or_else(|| wrong(format!("do_lower_case is {setting}, not true or false"))),
+        }
     }
 
     /// Reads config.json and the weights onto `device`, and builds the model.

@@ -97,6 +97,17 @@ impl WeightPath<'_> {
         self.weights.contains(&self.join(name))
     }
 
+    /// Whether the tensor `<prefix>.<name>` or any under it (`<prefix>.<name>.weight`, …)
+    /// exists.
+    pub fn holds(&self, name: &str) -> bool {
+        let name = self.join(name);
+        let under = format!("{name}.");
+        self.weights
+            .tensors
+            .keys()
+            .any(|key| *key == name || key.starts_with(&under))
+    }
+
     fn join(&self, name: &str) -> String {
         if self.prefix.is_empty() {
             name.to_string()

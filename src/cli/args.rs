@@ -23,10 +23,11 @@ pub struct Args {
 
     /// Batch mode: explain every line of a JSON-lines file ({"text": …, optional "target"
     /// and "candidates"}) with one loaded model; one JSON report per line comes out.
+    /// `-` reads standard input.
     #[arg(long, value_name = "FILE.jsonl", conflicts_with = "attention")]
     pub input: Option<PathBuf>,
 
-    /// With --input: write the reports here instead of stdout.
+    /// With --input: write the reports here instead of stdout (`-`: stdout).
     #[arg(long, value_name = "FILE.jsonl", requires = "input")]
     pub output: Option<PathBuf>,
 

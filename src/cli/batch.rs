@@ -10,33 +10,45 @@ use bert_explain::{ExplainOptions, Explainer};
 
 use super::Args;
 
-/// `--input`: one model, every line of the file, a progress bar on stderr, and with
-/// `--evaluate` the summary table (on stderr when the reports go to stdout).
+/// `--input`: one model, every line of the file (`-`: standard input), a progress bar on
+/// stderr, and with `--evaluate` the summary table (on stderr when the reports go to stdout,
+/// which `--output -` also means).
 pub fn run(
     args: &Args,
     input: &Path,
     explainer: Explainer,
     options: &ExplainOptions,
 ) -> anyhow::Result<()> {
-    let open = || {
-        open_regular(input)
-            .map(std::io::BufReader::new)
-            .with_context(|| format!("cannot read {}", input.display()))
+    let stdin = is_dash(input);
+    let open = || -> anyhow::Result<Box<dyn std::io::BufRead + Send>> {
+        if stdin {
+            return Ok(Box::new(std::io::BufReader::new(std::io::stdin())));
+        }
+        let file =
+            open_regular(input).with_context(|| format!("cannot read {}", input.display()))?;
+        Ok(Box::new(std::io::BufReader::new(file)))
     };
-    let mut output = match &args.output {
+    let to_file = args.output.as_deref().filter(|path| !is_dash(path));
+    let mut output = match to_file {
         Some(path) => Some(
             OutputFile::create(path, &[input])
                 .with_context(|| format!("cannot create {}", path.display()))?,
         ),
         None => None,
     };
-    let total = examples(open()?).count();
-    let bar = indicatif::ProgressBar::new(total as u64).with_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left",
-        )
-        .expect("the progress template is valid"),
-    );
+    // A file is read twice, first to count its lines for the bar; standard input once.
+    let bar = match stdin {
+        true => indicatif::ProgressBar::no_length().with_style(
+            indicatif::ProgressStyle::with_template("{pos} sentences, {per_sec}")
+                .expect("the progress template is valid"),
+        ),
+        false => indicatif::ProgressBar::new(examples(open()?).count() as u64).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left",
+            )
+            .expect("the progress template is valid"),
+        ),
+    };
     let start = std::time::Instant::now();
     let progress = |done: usize| bar.set_position(done as u64);
     let outcome = match &mut output {
@@ -75,9 +87,14 @@ pub fn run(
         outcome.finish_seconds,
         outcome.workers,
     );
-    match &args.output {
+    match to_file {
         Some(_) => print!("{summary}"),
         None => eprint!("{summary}"),
     }
     Ok(())
+}
+
+/// `-`, which stands for standard input or output.
+fn is_dash(path: &Path) -> bool {
+    path.as_os_str() == "-"
 }

@@ -91,7 +91,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         DeviceArg::Cuda => DeviceChoice::Cuda,
         DeviceArg::Metal => DeviceChoice::Metal,
     })?;
-    let options = ExplainOptions {
+    let mut options = ExplainOptions {
         target: args.target,
         pair: args.pair.clone(),
         pretokenized: args.pretokenized,
@@ -123,6 +123,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
     match (mode, &args.input, &args.text) {
         (Mode::Batch, Some(input), _) => {
             let explainer = load_explainer(args, matches, &device)?;
+            options.mixing = mixing_for(&explainer, args, options.mixing);
             return batch::run(args, input, explainer, &options);
         }
         (Mode::Causal, _, Some(text)) => {
@@ -141,7 +142,11 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
     }
     let report = match (&args.attention, &args.text) {
         (Some(file), _) => explain_file(file, args.tokens.as_deref(), &device, &options)?,
-        (None, Some(text)) => load_explainer(args, matches, &device)?.explain(text, &options)?,
+        (None, Some(text)) => {
+            let explainer = load_explainer(args, matches, &device)?;
+            options.mixing = mixing_for(&explainer, args, options.mixing);
+            explainer.explain(text, &options)?
+        }
         (None, None) => unreachable!("clap requires the text unless --attention is given"),
     };
     let view = match args.hide_special {
@@ -170,6 +175,27 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         .render(&view, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("cannot write the report to stdout")
+}
+
+/// `--mixing all` is every method that applies to the model: the others are left out, each
+/// with a note on stderr; methods named one by one stay, and fail if they cannot run.
+fn mixing_for(
+    explainer: &Explainer,
+    args: &Args,
+    mixing: Option<Vec<Mixing>>,
+) -> Option<Vec<Mixing>> {
+    let asked_all = args
+        .mixing
+        .as_deref()
+        .is_some_and(|text| text.split(',').any(|name| name.trim() == "all"));
+    match (mixing, asked_all) {
+        (Some(list), true) => {
+            let (kept, notes) = explainer.applicable(&list);
+            notes.iter().for_each(|note| eprintln!("Note: {note}."));
+            Some(kept)
+        }
+        (mixing, _) => mixing,
+    }
 }
 
 /// The --figure and --html files, created (empty, hidden, temporary) before the model runs

@@ -169,6 +169,25 @@ impl Explainer {
         self.task() != Task::Encoder
     }
 
+    /// `mixings` without the methods this model cannot run, and a note for each one left
+    /// out saying why: what `--mixing all` means for it.
+    pub fn applicable(&self, mixings: &[Mixing]) -> (Vec<Mixing>, Vec<String>) {
+        let (kept, left): (Vec<Mixing>, Vec<Mixing>) = mixings
+            .iter()
+            .partition(|m| !m.needs_score() || self.has_head());
+        let notes = left
+            .iter()
+            .map(|m| {
+                format!(
+                    "--mixing all leaves out {}: {} has no prediction head to differentiate",
+                    m.name(),
+                    self.name
+                )
+            })
+            .collect();
+        (kept, notes)
+    }
+
     /// Explains the prediction at the target position of `text`.
     pub fn explain(&self, text: &str, options: &ExplainOptions) -> Result<Report> {
         self.finish(self.forward(text, options)?, options)

@@ -29,8 +29,12 @@ impl Embeddings {
             let weight = vb.pp(name).get("weight", &[rows, width])?;
             Ok(Embedding::new(weight, width))
         };
+        // A checkpoint with token-type embeddings whose config.json says there are none is
+        // checked against that count too, and refused: the two do not belong together.
         let token_type = match names.token_type {
-            Some(name) if config.type_vocab_size > 0 => Some(table(name, config.type_vocab_size)?),
+            Some(name) if config.type_vocab_size > 0 || vb.holds(name) => {
+                Some(table(name, config.type_vocab_size)?)
+            }
             _ => None,
         };
         let projection = match names.projection {

@@ -19,9 +19,12 @@ pub struct MaskedLmHead {
 }
 
 impl MaskedLmHead {
-    /// Whether the checkpoint has this head at all.
+    /// Whether the checkpoint holds any of this head's tensors: then [`Self::load`] wants
+    /// all of them, so that a head cut short is refused instead of left out.
     pub fn present(vb: &WeightPath, names: &MaskedLmNames) -> bool {
-        vb.pp(names.dense).contains("weight")
+        [names.dense, names.norm, names.decoder, names.bias]
+            .iter()
+            .any(|name| vb.holds(name))
     }
 
     /// `word_table` (`[vocab, width]`) is the decoder weight when the checkpoint ties it to
