@@ -23,7 +23,7 @@ use bert_explain::{
     RelevanceOptions, Renderer, Report, Terminal,
 };
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
-use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
 
 mod args;
 mod batch;
@@ -107,7 +107,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         },
         all_positions: args.all_positions,
         // Batch mode has its own bar, one step per line.
-        progress: (args.all_positions && mode != Mode::Batch).then(flow_progress),
+        progress: (mode != Mode::Batch).then(flow_progress),
         mixing: args.mixing.as_deref().map(Mixing::parse_list).transpose()?,
         evaluate: args.evaluate.then(|| EvaluateOptions {
             word: args.importance_word.clone(),
@@ -268,22 +268,36 @@ fn explain_file(
     Ok(explain_attention(&name, &stack, tokens, options)?)
 }
 
-/// The bar on stderr for `--all-positions` (drawn only when stderr is a terminal; cleared
-/// when the last flow is done, or when the options holding it are dropped after an error).
+/// The bar on stderr for a long flow, from one position or every position (drawn only when
+/// stderr is a terminal and the flow has run for a second; cleared when the last flow is
+/// done, or when the options holding it are dropped after an error).
 pub fn flow_progress() -> Progress {
-    let bar = ProgressBar::new(0)
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden())
         .with_style(
-            ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} (layer, sink) flows, {per_sec}, {eta} left",
-            )
-            .expect("the progress template is valid"),
+            ProgressStyle::with_template("{bar:40} {pos}/{len} flows, {per_sec}, {eta} left")
+                .expect("the progress template is valid"),
         )
         .with_finish(ProgressFinish::AndClear);
+    // Shown once a flow has run for a second: a quick one leaves no trace on stderr. One
+    // position's flow counts its sinks, every position's its (layer, sink) pairs, each a
+    // new count.
+    let started = std::sync::Mutex::new(None::<std::time::Instant>);
     Progress(Arc::new(move |done, total| {
-        bar.set_length(total as u64);
+        let mut started = started.lock().unwrap_or_else(|e| e.into_inner());
+        if bar.length() != Some(total as u64) || started.is_none() {
+            bar.reset();
+            bar.set_length(total as u64);
+            *started = Some(std::time::Instant::now());
+        }
+        let running = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        if bar.is_hidden() && running >= 1.0 && done < total {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
         bar.set_position(done as u64);
         if done == total {
             bar.finish_and_clear();
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+            *started = None;
         }
     }))
 }

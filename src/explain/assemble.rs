@@ -105,7 +105,12 @@ pub(super) fn assemble(
     prediction: Option<Prediction>,
     options: &ExplainOptions,
 ) -> Result<Report> {
-    let relevance = graph.relevance(target)?;
+    let quiet = |_: usize, _: usize| {};
+    let progress: &(dyn Fn(usize, usize) + Sync) = match &options.progress {
+        Some(progress) => &*progress.0,
+        None => &quiet,
+    };
+    let relevance = graph.relevance_with(target, progress)?;
     let maps = [&relevance.raw, &relevance.rollout, &relevance.flow];
     if maps
         .iter()
@@ -117,10 +122,7 @@ pub(super) fn assemble(
         });
     }
     let all_positions = match options.all_positions {
-        true => Some(match &options.progress {
-            Some(progress) => graph.all_positions(&*progress.0)?,
-            None => graph.all_positions(&|_, _| {})?,
-        }),
+        true => Some(graph.all_positions(progress)?),
         false => None,
     };
     Ok(Report {

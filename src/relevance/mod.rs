@@ -5,7 +5,9 @@ mod flow;
 mod raw;
 mod rollout;
 
-pub use flow::{flow, flow_from_every_position, flow_from_every_position_with, max_flow};
+pub use flow::{
+    flow, flow_from_every_position, flow_from_every_position_with, flow_with, max_flow,
+};
 pub use raw::raw;
 pub use rollout::{joint_attention, rollout, rollout_on_host};
 
@@ -76,10 +78,22 @@ impl AttentionGraph {
 
     /// Raw attention, rollout and flow for `target` (< n).
     pub fn relevance(&self, target: usize) -> Result<Relevance> {
+        self.relevance_with(target, &|_, _| {})
+    }
+
+    /// [`Self::relevance`], calling `progress(done, total)` as the flow advances (see
+    /// [`flow_with`]).
+    pub fn relevance_with(
+        &self,
+        target: usize,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Result<Relevance> {
         Ok(Relevance {
             raw: self.raw(target)?,
             rollout: self.rollout(target)?,
-            flow: self.flow(target),
+            flow: self
+                .capacities
+                .read(|capacities| flow_with(capacities, target, progress)),
         })
     }
 

@@ -45,6 +45,16 @@ thread_local! {
 /// residual added); `target < n`. Returns `[L][n]`: row `l - 1` is the maximum flow from
 /// `(l, target)` to each input token `(0, j)`, normalised to sum to 1 (SPEC §1).
 pub fn flow(augmented: &[impl AsLayer], target: usize) -> Vec<Vec<f64>> {
+    flow_with(augmented, target, &|_, _| {})
+}
+
+/// [`flow`], calling `progress(done, n)` each time one sink's flows through every layer are
+/// done (from any thread, in any order).
+pub fn flow_with(
+    augmented: &[impl AsLayer],
+    target: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Vec<Vec<f64>> {
     let (views, n) = checked(augmented);
     let augmented = &views[..];
     let layers = augmented.len();
@@ -53,10 +63,15 @@ pub fn flow(augmented: &[impl AsLayer], target: usize) -> Vec<Vec<f64>> {
         .map(|l| upper_bounds(&augmented[..l], target))
         .collect();
     let graph = Graph::new(augmented);
+    let done = AtomicUsize::new(0);
     // One task per sink, climbing the layers: each layer's flow may be lifted from the last.
     let columns: Vec<Vec<f64>> = (0..n)
         .into_par_iter()
-        .map(|sink| climb(&graph, target, sink, &bounds))
+        .map(|sink| {
+            let column = climb(&graph, target, sink, &bounds);
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, n);
+            column
+        })
         .collect();
     (0..layers)
         .map(|l| normalise(&columns.iter().map(|column| column[l]).collect::<Vec<_>>()))
