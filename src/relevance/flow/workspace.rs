@@ -194,9 +194,9 @@ impl Workspace {
     /// started at `source` (the straight arc first), and becomes their tails' dues. A node's
     /// due never exceeds the flow from `source` that arrives there, so `source` gives up all
     /// of `amount` when that much of its flow reaches the sink. Each pass reads each arc that
-    /// carries flow once: following the paths from `source` one at a time instead reads a
-    /// share of every path, which on peaked attention, where the flow splits into many small
-    /// ones, took nearly all of a search's time.
+    /// carries flow once. Following the paths from `source` one at a time instead, as this
+    /// did before, costs as many reads as there are paths: on peaked attention that was 99.5%
+    /// of the time (scripts/bench/RESULTS.md).
     pub(super) fn withdraw(&mut self, amount: f64, top: usize, source: usize) -> f64 {
         let n = self.n;
         let mut share = std::mem::take(&mut self.share);
