@@ -57,8 +57,12 @@ pub enum Error {
     #[error("cannot read {path}: {message}; check that it is a valid BERT config.json")]
     Config { path: PathBuf, message: String },
 
-    #[error("{path} describes a {found:?} model, but bert-explain explains the model types {}; pick a checkpoint of one of those", crate::model::supported_model_types())]
-    UnsupportedArchitecture { path: PathBuf, found: String },
+    #[error("{path} describes a {found:?} model, but bert-explain explains the model types {supported}; pick a checkpoint of one of those")]
+    UnsupportedArchitecture {
+        path: PathBuf,
+        found: String,
+        supported: String,
+    },
 
     #[error("--pretokenized: the token {token:?} is not in the model's vocabulary; give tokens exactly as the vocabulary spells them, separated by spaces")]
     UnknownToken { token: String },

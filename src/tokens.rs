@@ -11,7 +11,7 @@ use tokenizers::processors::bert::BertProcessing;
 use tokenizers::{AddedToken, ModelWrapper, Token, Tokenizer};
 
 use crate::error::{Error, Result};
-use crate::input::{read_capped, TOKENIZER_LIMIT};
+use crate::input::{read_capped, read_text_capped, METADATA_LIMIT, TOKENIZER_LIMIT};
 
 const SPECIAL: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 /// How mask tokens are spelled: BERT's and the SentencePiece/BPE families'.
@@ -60,6 +60,17 @@ pub struct TextTokenizer {
 }
 
 impl TextTokenizer {
+    /// A checkpoint's tokenizer: `tokenizer` is its tokenizer.json, or a vocab.txt for
+    /// BERT's tokenizer, lowercasing unless `tokenizer_config` (tokenizer_config.json) says
+    /// `"do_lower_case": false`.
+    pub fn load(tokenizer: &Path, tokenizer_config: Option<&Path>) -> Result<Self> {
+        if tokenizer.file_name().is_some_and(|n| n == "vocab.txt") {
+            Self::from_vocab(tokenizer, lowercase(tokenizer_config)?)
+        } else {
+            Self::from_tokenizer_json(tokenizer)
+        }
+    }
+
     /// Loads tokenizer.json, dropping any padding or truncation it asks for: the
     /// explainer must see exactly the given text.
     pub fn from_tokenizer_json(path: &Path) -> Result<Self> {
@@ -204,6 +215,31 @@ pub fn tokenizer_json(path: &Path) -> Result<Tokenizer> {
         .with_truncation(None)
         .map_err(|e| bad(e.to_string()))?;
     Ok(inner)
+}
+
+/// Whether a vocab.txt tokenizer lowercases: tokenizer_config.json's `do_lower_case`, else
+/// yes. A tokenizer_config.json that cannot be read is an error, not a default: the casing
+/// would be a guess.
+fn lowercase(tokenizer_config: Option<&Path>) -> Result<bool> {
+    let Some(path) = tokenizer_config else {
+        return Ok(true);
+    };
+    let wrong = |message: String| Error::Tokenizer {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| wrong(e.to_string()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| wrong(format!("not valid JSON ({e})")))?;
+    if !value.is_object() {
+        return Err(wrong("not a JSON object".into()));
+    }
+    match value.get("do_lower_case") {
+        None => Ok(true),
+        Some(setting) => setting
+            .as_bool()
+            .ok_or_else(|| wrong(format!("do_lower_case is {setting}, not true or false"))),
+    }
 }
 
 #[cfg(test)]

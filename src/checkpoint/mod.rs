@@ -8,15 +8,10 @@ mod weights;
 
 use std::path::{Path, PathBuf};
 
-use candle_core::Device;
-
 pub use hub::HubRepo;
 pub use weights::{shard_names, WeightPath, Weights};
 
 use crate::error::{Error, Result};
-use crate::input::{read_text_capped, METADATA_LIMIT};
-use crate::model::{EncoderConfig, Model};
-use crate::tokens::TextTokenizer;
 
 /// The tokenizer files a checkpoint may have, best first.
 const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "vocab.txt"];
@@ -113,49 +108,6 @@ impl CheckpointFiles {
             tokenizer_config: Some(folder.join("tokenizer_config.json")).filter(|p| p.exists()),
             weights: first(&WEIGHT_FILES, "model.safetensors or pytorch_model.bin")?,
         })
-    }
-
-    /// Loads the tokenizer: tokenizer.json, or BERT's tokenizer built from vocab.txt
-    /// (lowercasing unless tokenizer_config.json says `"do_lower_case": false`).
-    pub fn load_tokenizer(&self) -> Result<TextTokenizer> {
-        if self.tokenizer.file_name().is_some_and(|n| n == "vocab.txt") {
-            TextTokenizer::from_vocab(&self.tokenizer, self.lowercase()?)
-        } else {
-            TextTokenizer::from_tokenizer_json(&self.tokenizer)
-        }
-    }
-
-    /// Whether the vocab.txt tokenizer lowercases: tokenizer_config.json's `do_lower_case`,
-    /// else yes. A tokenizer_config.json that cannot be read is an error, not a default: the
-    /// casing would be a guess.
-    fn lowercase(&self) -> Result<bool> {
-        let Some(path) = &self.tokenizer_config else {
-            return Ok(true);
-        };
-        let wrong = |message: String| Error::Tokenizer {
-            path: path.clone(),
-            message,
-        };
-        let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| wrong(e.to_string()))?;
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| wrong(format!("not valid JSON ({e})")))?;
-        if !value.is_object() {
-            return Err(wrong("not a JSON object".into()));
-        }
-        match value.get("do_lower_case") {
-            None => Ok(true),
-            Some(setting) => setting
-                .as_bool()
-                .ok_or_else(|| wrong(format!("do_lower_case is {setting}, not true or false"))),
-        }
-    }
-
-    /// Reads config.json and the weights onto `device`, and builds the model.
-    pub fn load_model(&self, device: &Device) -> Result<(EncoderConfig, Model)> {
-        let (family, config) = EncoderConfig::load(&self.config)?;
-        let weights = Weights::load(&self.weights, device, family.base)?;
-        let model = Model::load(&weights, family, &config)?;
-        Ok((config, model))
     }
 }
 

@@ -138,8 +138,8 @@ impl Explainer {
     /// Finds (downloading if needed) and loads a checkpoint onto `device`.
     pub fn load(source: &ModelSource, device: &Device) -> Result<Self> {
         let files = CheckpointFiles::locate(source)?;
-        let (config, model) = files.load_model(device)?;
-        let tokenizer = files.load_tokenizer()?;
+        let (config, model) = Model::load_checkpoint(&files, device)?;
+        let tokenizer = TextTokenizer::load(&files.tokenizer, files.tokenizer_config.as_deref())?;
         Ok(Self {
             name: source.to_string(),
             device: device.clone(),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::family::{family_of, is_causal_model_type, Family};
+use super::family::{family_of, is_causal_model_type, supported_model_types, Family};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 
@@ -109,6 +109,7 @@ impl EncoderConfig {
             Error::UnsupportedArchitecture {
                 path: path.to_path_buf(),
                 found: model_type.unwrap_or("").to_string(),
+                supported: supported_model_types(),
             }
         })?;
         let mut config: Self = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
