@@ -12,7 +12,7 @@ use crate::checkpoint::{shard_names, HubRepo, ModelSource};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, TOKENIZER_LIMIT};
 use crate::model::config::model_type;
-use crate::model::family::is_causal_model_type;
+use crate::model::families::is_causal_model_type;
 use crate::tokens::tokenizer_json;
 
 /// One file, or the index of a sharded checkpoint (its shards beside it).

@@ -20,8 +20,9 @@ pub mod report;
 
 use candle_core::Device;
 
-pub use crate::model::causal::{load_causal, CausalDims, CausalLm, KvCache, StepOutput};
+pub use crate::model::causal::{CausalDims, CausalLm, KvCache, StepOutput};
 pub use crate::model::families::gpt2::{Gpt2, Gpt2Config};
+pub use crate::model::families::load_causal;
 pub use figure::{causal_figure, causal_html};
 pub use files::{is_causal, CausalFiles, CausalTokenizer};
 pub use generate::{argmax, generate, sample, Decoding, Generation};

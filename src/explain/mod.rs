@@ -15,13 +15,14 @@ use std::time::Instant;
 use candle_core::{Device, Tensor};
 
 use crate::attention::AttentionStack;
-use crate::checkpoint::{CheckpointFiles, ModelSource};
+use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
 use crate::device::bind_to_thread;
 use crate::eraser::Erasable;
 use crate::error::{Error, Result};
 use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank};
 use crate::methods::{self, Mixing, Run};
+use crate::model::families::load_encoder_config;
 use crate::model::{EncoderConfig, Keep, Model, Task};
 use crate::relevance::{fuse_to_host, AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report};
@@ -138,7 +139,9 @@ impl Explainer {
     /// Finds (downloading if needed) and loads a checkpoint onto `device`.
     pub fn load(source: &ModelSource, device: &Device) -> Result<Self> {
         let files = CheckpointFiles::locate(source)?;
-        let (config, model) = Model::load_checkpoint(&files, device)?;
+        let (family, config) = load_encoder_config(&files.config)?;
+        let weights = Weights::load(&files.weights, device, family.base)?;
+        let model = Model::load(&weights, family, &config)?;
         let tokenizer = TextTokenizer::load(&files.tokenizer, files.tokenizer_config.as_deref())?;
         Ok(Self {
             name: source.to_string(),

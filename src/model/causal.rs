@@ -2,16 +2,12 @@
 //! with a key/value cache, keeping attention), and the registry that picks the family from
 //! config.json's `model_type`. Generation and the causal explainer know only this trait.
 
-use std::path::Path;
-
 use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
 use super::attention::{head_values, probe};
-use super::families::{gpt2, llama};
 use super::{Keep, LayerInternals, LayerTrace};
-use crate::checkpoint::Weights;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::linalg::{matmul, Dense};
 
 /// The keys and values of the positions seen so far, one entry per layer.
@@ -84,33 +80,6 @@ pub trait CausalLm: Send + Sync {
     /// no cache), each position's value vectors multiplied by `value_mask` (`[b, n]`) → its
     /// output `[b, n, hidden]` (value zeroing).
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor>;
-}
-
-/// Whether `model_type` names a causal family (explained in causal mode).
-pub fn is_causal_model_type(model_type: &str) -> bool {
-    gpt2::MODEL_TYPES.contains(&model_type) || llama::MODEL_TYPES.contains(&model_type)
-}
-
-/// Every causal `model_type`, for messages.
-pub fn causal_model_types() -> impl Iterator<Item = &'static str> {
-    gpt2::MODEL_TYPES.into_iter().chain(llama::MODEL_TYPES)
-}
-
-/// Reads config.json, picks the family by its `model_type` and builds the model.
-pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>> {
-    let found = super::config::model_type(config).unwrap_or_default();
-    if gpt2::MODEL_TYPES.contains(&found.as_str()) {
-        let gpt2_config = gpt2::Gpt2Config::load(config)?;
-        Ok(Box::new(gpt2::Gpt2::load(weights, &gpt2_config)?))
-    } else if llama::MODEL_TYPES.contains(&found.as_str()) {
-        let llama_config = llama::LlamaConfig::load(config)?;
-        Ok(Box::new(llama::Llama::load(weights, &llama_config)?))
-    } else {
-        Err(Error::NotCausal {
-            path: config.to_path_buf(),
-            found,
-        })
-    }
 }
 
 /// Where one causal attention step sits and what it keeps.
@@ -259,7 +228,6 @@ mod tests {
         assert_eq!(eos(r#"{"eos_token_id": null}"#), Vec::<u32>::new());
         assert_eq!(eos(r#"{"eos_token_id": 7}"#), [7]);
         assert_eq!(eos(r#"{"eos_token_id": [1, 2]}"#), [1, 2]);
-        assert!(is_causal_model_type("qwen2") && !is_causal_model_type("bert"));
     }
 
     #[test]

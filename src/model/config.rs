@@ -7,7 +7,6 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::family::{family_of, is_causal_model_type, supported_model_types, Family};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 
@@ -87,35 +86,32 @@ pub fn model_type(path: &Path) -> Option<String> {
     Some(value.get("model_type")?.as_str()?.to_string())
 }
 
+/// A config.json as JSON, read with the size cap every metadata file has.
+pub fn read_json(path: &Path) -> Result<serde_json::Value> {
+    let bad = |message: String| Error::Config {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| bad(e.to_string()))?;
+    serde_json::from_str(&text).map_err(|e| bad(e.to_string()))
+}
+
 impl EncoderConfig {
-    /// Reads and checks a config.json: a supported family with sizes that fit.
-    pub fn load(path: &Path) -> Result<(&'static Family, Self)> {
+    /// The config.json at `path`, read as `value` ([`read_json`]), with its family's
+    /// defaults applied by `adjust`, and checked: sizes that fit.
+    pub fn from_json(
+        path: &Path,
+        value: serde_json::Value,
+        adjust: fn(&mut EncoderConfig),
+    ) -> Result<Self> {
         let bad = |message: String| Error::Config {
             path: path.to_path_buf(),
             message,
         };
-        let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| bad(e.to_string()))?;
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        // The family first: another model's config fails later with a less helpful
-        // "missing field".
-        let model_type = value.get("model_type").and_then(|v| v.as_str());
-        if model_type.is_some_and(is_causal_model_type) {
-            return Err(Error::CausalModelInBertMode {
-                path: path.to_path_buf(),
-            });
-        }
-        let family = family_of(model_type.unwrap_or("bert")).ok_or_else(|| {
-            Error::UnsupportedArchitecture {
-                path: path.to_path_buf(),
-                found: model_type.unwrap_or("").to_string(),
-                supported: supported_model_types(),
-            }
-        })?;
         let mut config: Self = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
-        (family.adjust)(&mut config);
+        adjust(&mut config);
         config.check().map_err(bad)?;
-        Ok((family, config))
+        Ok(config)
     }
 
     fn check(&self) -> std::result::Result<(), String> {
@@ -172,62 +168,5 @@ impl EncoderConfig {
     /// Whether `architectures` names a class ending in `suffix`.
     pub fn architecture_ends_with(&self, suffix: &str) -> bool {
         self.architectures.iter().any(|a| a.ends_with(suffix))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn write(dir: &Path, text: &str) -> std::path::PathBuf {
-        let path = dir.join("config.json");
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    const BERT: &str = r#"{"model_type": "bert", "vocab_size": 10, "hidden_size": 8,
-        "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16,
-        "hidden_act": "gelu", "max_position_embeddings": 16}"#;
-
-    #[test]
-    fn reads_a_bert_config_with_defaults() {
-        let dir = tempfile::tempdir().unwrap();
-        let (family, config) = EncoderConfig::load(&write(dir.path(), BERT)).unwrap();
-        assert_eq!(family.name, "bert");
-        assert_eq!(config.head_size(), 4);
-        assert_eq!(config.type_vocab_size, 2);
-        assert_eq!(config.hidden_act, Activation::Gelu);
-        assert_eq!(config.label_name(1), "LABEL_1");
-    }
-
-    #[test]
-    fn reads_distilberts_own_names() {
-        let dir = tempfile::tempdir().unwrap();
-        let text = r#"{"model_type": "distilbert", "vocab_size": 10, "dim": 8, "n_layers": 2,
-            "n_heads": 2, "hidden_dim": 16, "activation": "gelu", "max_position_embeddings": 16,
-            "id2label": {"0": "NEGATIVE", "1": "POSITIVE"}}"#;
-        let (family, config) = EncoderConfig::load(&write(dir.path(), text)).unwrap();
-        assert_eq!(family.name, "distilbert");
-        assert_eq!((config.hidden_size, config.intermediate_size), (8, 16));
-        assert_eq!(config.type_vocab_size, 0);
-        assert_eq!(config.label_name(1), "POSITIVE");
-    }
-
-    #[test]
-    fn names_another_architecture() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = EncoderConfig::load(&write(dir.path(), r#"{"model_type": "t5"}"#)).unwrap_err();
-        assert!(matches!(err, Error::UnsupportedArchitecture { ref found, .. } if found == "t5"));
-        assert!(err.to_string().contains("roberta"), "{err}");
-        let err = EncoderConfig::load(&write(dir.path(), r#"{"model_type": "gpt2"}"#)).unwrap_err();
-        assert!(matches!(err, Error::CausalModelInBertMode { .. }));
-    }
-
-    #[test]
-    fn rejects_heads_that_do_not_divide_the_width() {
-        let dir = tempfile::tempdir().unwrap();
-        let text = BERT.replace("\"num_attention_heads\": 2", "\"num_attention_heads\": 3");
-        let err = EncoderConfig::load(&write(dir.path(), &text)).unwrap_err();
-        assert!(err.to_string().contains("not a multiple"), "{err}");
     }
 }

@@ -1,36 +1,9 @@
 //! A model family: how one kind of checkpoint spells its tensors and what sets it apart.
 //! Every family's layers compute the same post-LayerNorm block, so a family is data (its
 //! names, in the style of candle's `vb.pp(...)`) plus a few config defaults; adding one
-//! is one file in `families/` and one line in `FAMILIES`.
+//! is one file in `families/` and one line in `FAMILIES` (families/mod.rs).
 
-use super::causal::causal_model_types;
 use super::config::{Activation, EncoderConfig};
-use super::families::{albert, bert, distilbert, electra, roberta};
-
-/// The supported encoder families.
-const FAMILIES: [&Family; 5] = [
-    &bert::FAMILY,
-    &roberta::FAMILY,
-    &distilbert::FAMILY,
-    &albert::FAMILY,
-    &electra::FAMILY,
-];
-
-/// The family whose `model_type` this is.
-pub fn family_of(model_type: &str) -> Option<&'static Family> {
-    FAMILIES
-        .into_iter()
-        .find(|f| f.model_types.contains(&model_type))
-}
-
-pub use super::causal::is_causal_model_type;
-
-/// Every supported `model_type`, for messages.
-pub fn supported_model_types() -> String {
-    let encoders = FAMILIES.iter().flat_map(|f| f.model_types);
-    let names: Vec<&str> = encoders.copied().chain(causal_model_types()).collect();
-    names.join(", ")
-}
 
 /// One family of encoder checkpoints. Tensor names are relative to the body, after the
 /// `base` prefix that task checkpoints put before it (`bert.`, `roberta.`, ...).

@@ -15,14 +15,14 @@ mod masked_lm;
 pub(crate) mod norm;
 mod rotary;
 
-use candle_core::{Device, IndexOp, Tensor};
+use candle_core::{IndexOp, Tensor};
 
-use crate::checkpoint::{CheckpointFiles, Weights};
+use crate::checkpoint::Weights;
 use crate::error::Result;
 use classifier::{ClassificationHead, Discriminator};
 pub use config::{Activation, EncoderConfig};
 use embeddings::Embeddings;
-pub use family::{supported_model_types, Family};
+pub use family::Family;
 pub(crate) use layer::activate;
 use layer::Layer;
 use masked_lm::MaskedLmHead;
@@ -120,17 +120,6 @@ impl ModelOutput {
 }
 
 impl Model {
-    /// Reads a checkpoint's config.json and weights onto `device`, and builds the model.
-    pub fn load_checkpoint(
-        files: &CheckpointFiles,
-        device: &Device,
-    ) -> Result<(EncoderConfig, Self)> {
-        let (family, config) = EncoderConfig::load(&files.config)?;
-        let weights = Weights::load(&files.weights, device, family.base)?;
-        let model = Self::load(&weights, family, &config)?;
-        Ok((config, model))
-    }
-
     /// Builds the model from the checkpoint's tensors; the head follows `architectures`
     /// (`*ForSequenceClassification`, `ElectraForPreTraining`, else a masked-LM head when
     /// the tensors have one), and without `architectures` the tensors present.

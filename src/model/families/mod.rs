@@ -1,5 +1,6 @@
-//! One file per family: an encoder family's tensor names and config defaults, or (GPT-2)
-//! a whole causal model.
+//! One file per family: an encoder family's tensor names and config defaults, or (GPT-2,
+//! Llama) a whole causal model; and the registries that list them, which pick a family
+//! from a config.json's `model_type`.
 
 pub mod albert;
 pub mod bert;
@@ -8,3 +9,142 @@ pub mod electra;
 pub mod gpt2;
 pub mod llama;
 pub mod roberta;
+
+use std::path::Path;
+
+use super::causal::CausalLm;
+use super::config::{model_type, read_json, EncoderConfig};
+use super::family::Family;
+use crate::checkpoint::Weights;
+use crate::error::{Error, Result};
+
+/// The supported encoder families.
+const FAMILIES: [&Family; 5] = [
+    &bert::FAMILY,
+    &roberta::FAMILY,
+    &distilbert::FAMILY,
+    &albert::FAMILY,
+    &electra::FAMILY,
+];
+
+/// The family whose `model_type` this is.
+pub fn family_of(model_type: &str) -> Option<&'static Family> {
+    FAMILIES
+        .into_iter()
+        .find(|f| f.model_types.contains(&model_type))
+}
+
+/// Whether `model_type` names a causal family (explained in causal mode).
+pub fn is_causal_model_type(model_type: &str) -> bool {
+    gpt2::MODEL_TYPES.contains(&model_type) || llama::MODEL_TYPES.contains(&model_type)
+}
+
+/// Every supported `model_type`, for messages.
+pub fn supported_model_types() -> String {
+    let encoders = FAMILIES.iter().flat_map(|f| f.model_types).copied();
+    let causal = gpt2::MODEL_TYPES.into_iter().chain(llama::MODEL_TYPES);
+    encoders.chain(causal).collect::<Vec<_>>().join(", ")
+}
+
+/// Reads and checks an encoder's config.json: a supported family (the family first: another
+/// model's config fails later with a less helpful "missing field"), with sizes that fit.
+pub fn load_encoder_config(path: &Path) -> Result<(&'static Family, EncoderConfig)> {
+    let value = read_json(path)?;
+    let model_type = value.get("model_type").and_then(|v| v.as_str());
+    if model_type.is_some_and(is_causal_model_type) {
+        return Err(Error::CausalModelInBertMode {
+            path: path.to_path_buf(),
+        });
+    }
+    let family =
+        family_of(model_type.unwrap_or("bert")).ok_or_else(|| Error::UnsupportedArchitecture {
+            path: path.to_path_buf(),
+            found: model_type.unwrap_or("").to_string(),
+            supported: supported_model_types(),
+        })?;
+    Ok((
+        family,
+        EncoderConfig::from_json(path, value, family.adjust)?,
+    ))
+}
+
+/// Reads a causal model's config.json, picks the family by its `model_type` and builds the
+/// model.
+pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>> {
+    let found = model_type(config).unwrap_or_default();
+    if gpt2::MODEL_TYPES.contains(&found.as_str()) {
+        let gpt2_config = gpt2::Gpt2Config::load(config)?;
+        Ok(Box::new(gpt2::Gpt2::load(weights, &gpt2_config)?))
+    } else if llama::MODEL_TYPES.contains(&found.as_str()) {
+        let llama_config = llama::LlamaConfig::load(config)?;
+        Ok(Box::new(llama::Llama::load(weights, &llama_config)?))
+    } else {
+        Err(Error::NotCausal {
+            path: config.to_path_buf(),
+            found,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Activation;
+
+    fn write(dir: &Path, text: &str) -> std::path::PathBuf {
+        let path = dir.join("config.json");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    const BERT: &str = r#"{"model_type": "bert", "vocab_size": 10, "hidden_size": 8,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16,
+        "hidden_act": "gelu", "max_position_embeddings": 16}"#;
+
+    #[test]
+    fn reads_a_bert_config_with_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let (family, config) = load_encoder_config(&write(dir.path(), BERT)).unwrap();
+        assert_eq!(family.name, "bert");
+        assert_eq!(config.head_size(), 4);
+        assert_eq!(config.type_vocab_size, 2);
+        assert_eq!(config.hidden_act, Activation::Gelu);
+        assert_eq!(config.label_name(1), "LABEL_1");
+    }
+
+    #[test]
+    fn reads_distilberts_own_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"model_type": "distilbert", "vocab_size": 10, "dim": 8, "n_layers": 2,
+            "n_heads": 2, "hidden_dim": 16, "activation": "gelu", "max_position_embeddings": 16,
+            "id2label": {"0": "NEGATIVE", "1": "POSITIVE"}}"#;
+        let (family, config) = load_encoder_config(&write(dir.path(), text)).unwrap();
+        assert_eq!(family.name, "distilbert");
+        assert_eq!((config.hidden_size, config.intermediate_size), (8, 16));
+        assert_eq!(config.type_vocab_size, 0);
+        assert_eq!(config.label_name(1), "POSITIVE");
+    }
+
+    #[test]
+    fn names_another_architecture() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = load_encoder_config(&write(dir.path(), r#"{"model_type": "t5"}"#)).unwrap_err();
+        assert!(matches!(err, Error::UnsupportedArchitecture { ref found, .. } if found == "t5"));
+        assert!(err.to_string().contains("roberta"), "{err}");
+        let err = load_encoder_config(&write(dir.path(), r#"{"model_type": "gpt2"}"#)).unwrap_err();
+        assert!(matches!(err, Error::CausalModelInBertMode { .. }));
+    }
+
+    #[test]
+    fn tells_causal_model_types() {
+        assert!(is_causal_model_type("qwen2") && !is_causal_model_type("bert"));
+    }
+
+    #[test]
+    fn rejects_heads_that_do_not_divide_the_width() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = BERT.replace("\"num_attention_heads\": 2", "\"num_attention_heads\": 3");
+        let err = load_encoder_config(&write(dir.path(), &text)).unwrap_err();
+        assert!(err.to_string().contains("not a multiple"), "{err}");
+    }
+}
