@@ -173,7 +173,12 @@ pub fn importance(
         .map(|q| baseline - q)
         .collect();
     let absolute = |v: &[f64]| v.iter().map(|x| x.abs()).collect();
-    let (integrated_gradients, check) = integrated_gradients(model, ids, types, target, query)?;
+    let text = Text {
+        words: &words.as_tensor().detach(),
+        types: &type_ids,
+        p: baseline,
+    };
+    let (integrated_gradients, check) = integrated_gradients(model, &text, target, query)?;
     let scores = Importance {
         word: query.word.clone(),
         id: query.id,
@@ -205,21 +210,18 @@ pub fn importance(
 /// pass), so memory stays that of a small batch whatever the steps.
 fn integrated_gradients(
     model: &Model,
-    ids: &[u32],
-    types: &[u32],
+    text: &Text,
     target: usize,
     query: &ImportanceQuery,
 ) -> Result<(Vec<f64>, Completeness)> {
-    let n = ids.len().max(1);
+    let n = text.words.dim(1)?.max(1);
     let points_at_a_time = (PAIRS_PER_BATCH / 4 / (n * n)).clamp(1, 10);
     let device = model.device();
-    let type_ids = Tensor::new(types, device)?.unsqueeze(0)?;
-    let words = model.embed_words(&Tensor::new(ids, device)?.unsqueeze(0)?)?;
-    let blanks = vec![query.blank_id; ids.len()];
+    let blanks = vec![query.blank_id; n];
     let baseline = model.embed_words(&Tensor::new(blanks.as_slice(), device)?.unsqueeze(0)?)?;
-    let path = (&words - &baseline)?;
+    let path = (text.words - &baseline)?;
     let (nodes, weights) = gauss_legendre(query.steps);
-    let dtype = words.dtype();
+    let dtype = text.words.dtype();
     let mut total = path.zeros_like()?;
     for (alphas, weights) in nodes
         .chunks(points_at_a_time)
@@ -230,7 +232,7 @@ fn integrated_gradients(
             .to_dtype(dtype)?
             .reshape((k, 1, 1))?;
         let points = Var::from_tensor(&baseline.broadcast_add(&path.broadcast_mul(&alphas)?)?)?;
-        let p = probability(model, points.as_tensor(), &type_ids, target, query.id)?;
+        let p = probability(model, points.as_tensor(), text.types, target, query.id)?;
         let weights = Tensor::new(weights, device)?.to_dtype(dtype)?;
         let weighted = p.reshape(k)?.mul(&weights)?.sum_all()?;
         let gradients = weighted.backward()?;
@@ -240,15 +242,11 @@ fn integrated_gradients(
         total = (total + grad.sum_keepdim(0)?)?;
     }
     let attributions = host(&(total * &path)?.sum(D::Minus1)?.squeeze(0)?)?;
-    let ends = probabilities_of_words(
-        model,
-        &Tensor::cat(&[&words, &baseline], 0)?,
-        types,
-        target,
-        query.id,
-    )?;
+    let blank = scalar(&probability(
+        model, &baseline, text.types, target, query.id,
+    )?)?;
     let sum: f64 = attributions.iter().sum();
-    let difference = ends[0] - ends[1];
+    let difference = text.p - blank;
     let check = Completeness {
         steps: query.steps,
         sum,
@@ -256,6 +254,15 @@ fn integrated_gradients(
         delta: sum - difference,
     };
     Ok((attributions, check))
+}
+
+/// The text whose tokens [`integrated_gradients`] scores, as [`importance`] already has it.
+struct Text<'a> {
+    /// Its word embeddings, `[1, n, width]`, and token types, `[1, n]`.
+    words: &'a Tensor,
+    types: &'a Tensor,
+    /// p(`query.id`) at the target.
+    p: f64,
 }
 
 /// Gauss–Legendre quadrature on [0, 1] with `n` points: the nodes and their weights, which
@@ -350,30 +357,15 @@ pub fn probabilities(
 ) -> Result<Vec<f64>> {
     let (texts, n) = ids.dims2()?;
     let chunk = (PAIRS_PER_BATCH / (n * n).max(1)).max(1);
+    let type_ids = Tensor::new(types, model.device())?.unsqueeze(0)?;
     let mut out = Vec::with_capacity(texts);
     for start in (0..texts).step_by(chunk) {
-        let rows = ids.narrow(0, start, chunk.min(texts - start))?;
-        out.extend(probabilities_of_words(
-            model,
-            &model.embed_words(&rows)?,
-            types,
-            target,
-            id,
+        let words = model.embed_words(&ids.narrow(0, start, chunk.min(texts - start))?)?;
+        out.extend(host(
+            &probability(model, &words, &type_ids, target, id)?.flatten_all()?,
         )?);
     }
     Ok(out)
-}
-
-/// [`probabilities`] from word embeddings, `[b, n, width]`.
-fn probabilities_of_words(
-    model: &Model,
-    words: &Tensor,
-    types: &[u32],
-    target: usize,
-    id: u32,
-) -> Result<Vec<f64>> {
-    let type_ids = Tensor::new(types, model.device())?.unsqueeze(0)?;
-    host(&probability(model, words, &type_ids, target, id)?.flatten_all()?)
 }
 
 fn host(t: &Tensor) -> Result<Vec<f64>> {

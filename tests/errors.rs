@@ -14,8 +14,13 @@ fn tiny() -> String {
 
 /// A scratch copy of the modern tiny checkpoint, to break.
 fn copy_of_tiny() -> tempfile::TempDir {
+    copy_of("tiny-bert-modern")
+}
+
+/// A scratch copy of `models/<model>`.
+fn copy_of(model: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(repo().join("models/tiny-bert-modern")).unwrap() {
+    for entry in std::fs::read_dir(repo().join("models").join(model)).unwrap() {
         let path = entry.unwrap().path();
         std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
     }
@@ -270,11 +275,7 @@ fn a_masked_lm_head_cut_short_is_refused() {
 
 #[test]
 fn a_malformed_tokenizer_config_beside_vocab_txt() {
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(repo().join("models/tiny-bert-legacy")).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
-    }
+    let dir = copy_of("tiny-bert-legacy");
     let config = dir.path().join("tokenizer_config.json");
     for (text, needle) in [
         ("{\"do_lower_case\": tru", "not valid JSON"),

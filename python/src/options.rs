@@ -165,7 +165,6 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
         figures,
         html,
         tokens: strings("tokens")?,
-        mixing_all: string("mixing")?
-            .is_some_and(|m| m.split(',').any(|name| name.trim() == "all")),
+        mixing_all: string("mixing")?.is_some_and(|m| Mixing::names_all(&m)),
     })
 }

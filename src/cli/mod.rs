@@ -184,10 +184,7 @@ fn mixing_for(
     args: &Args,
     mixing: Option<Vec<Mixing>>,
 ) -> Option<Vec<Mixing>> {
-    let asked_all = args
-        .mixing
-        .as_deref()
-        .is_some_and(|text| text.split(',').any(|name| name.trim() == "all"));
+    let asked_all = args.mixing.as_deref().is_some_and(Mixing::names_all);
     match (mixing, asked_all) {
         (Some(list), true) => {
             let (kept, notes) = explainer.applicable(&list);

@@ -119,23 +119,8 @@ mod tests {
     /// y_1 = (1, −2), ‖y_1‖₁ = 3: M[1] = (3 − ‖(0.8, −1.6)‖₁, 3 − ‖(0.2, −0.4)‖₁) = (0.6, 2.4).
     #[test]
     fn two_tokens_by_hand() {
-        let d = |v: &[f64]| Tensor::new(v, &Device::Cpu).unwrap();
-        let internals = LayerInternals {
-            input: Tensor::new(&[[[0.0, 0.0], [3.0, 0.0]]], &Device::Cpu).unwrap(),
-            head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], &Device::Cpu).unwrap(),
-            norm_weight: Some(d(&[1.0, 2.0])),
-            norm_scale: Some(Tensor::new(&[[0.5, 1.25]], &Device::Cpu).unwrap()),
-            norm_bias: Some(d(&[0.0, 0.0])),
-            output_bias: Some(d(&[0.0, 0.0])),
-        };
-        let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], &Device::Cpu).unwrap();
-        let m: Vec<Vec<f64>> = matrix(&probs, &internals).unwrap().to_vec2().unwrap();
-        let want = [[3.0, 0.0], [0.6, 2.4]];
-        for (row, want) in m.iter().zip(want) {
-            for (a, b) in row.iter().zip(want) {
-                assert!((a - b).abs() < 1e-12, "{m:?}");
-            }
-        }
+        let m = alti_of(Some(([0.5, 1.25], [0.0, 0.0], [0.0, 0.0])));
+        assert_close(&m, [[3.0, 0.0], [0.6, 2.4]]);
     }
 
     /// The first layer with an output bias b_O = (1, 0) and β = (0.5, −0.5): they belong to
@@ -148,23 +133,8 @@ mod tests {
     /// y_1 = γ ⊙ (1, −1) + β = (1.5, −2.5): M[1] = (4 − 25/7, 4 − 16/7) = (3/7, 12/7).
     #[test]
     fn biases_belong_to_no_input() {
-        let d = |v: &[f64]| Tensor::new(v, &Device::Cpu).unwrap();
-        let internals = LayerInternals {
-            input: Tensor::new(&[[[0.0, 0.0], [3.0, 0.0]]], &Device::Cpu).unwrap(),
-            head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], &Device::Cpu).unwrap(),
-            norm_weight: Some(d(&[1.0, 2.0])),
-            norm_scale: Some(Tensor::new(&[[1.0, 1.75]], &Device::Cpu).unwrap()),
-            norm_bias: Some(d(&[0.5, -0.5])),
-            output_bias: Some(d(&[1.0, 0.0])),
-        };
-        let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], &Device::Cpu).unwrap();
-        let m: Vec<Vec<f64>> = matrix(&probs, &internals).unwrap().to_vec2().unwrap();
-        let want = [[1.5, 0.0], [3.0 / 7.0, 12.0 / 7.0]];
-        for (row, want) in m.iter().zip(want) {
-            for (a, b) in row.iter().zip(want) {
-                assert!((a - b).abs() < 1e-12, "{m:?}");
-            }
-        }
+        let m = alti_of(Some(([1.0, 1.75], [0.5, -0.5], [1.0, 0.0])));
+        assert_close(&m, [[1.5, 0.0], [3.0 / 7.0, 12.0 / 7.0]]);
     }
 
     /// The same layer without a norm after it (pre-norm): t_ij = z_ij.
@@ -173,16 +143,41 @@ mod tests {
     /// M[1] = (4.5 − ‖(3, 1)‖₁, 4.5 − ‖(0.5, 0)‖₁) = (0.5, 4).
     #[test]
     fn pre_norm_layers_take_the_parts_as_they_are() {
-        let internals = LayerInternals {
-            input: Tensor::new(&[[[0.0, 0.0], [3.0, 0.0]]], &Device::Cpu).unwrap(),
-            head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], &Device::Cpu).unwrap(),
-            norm_weight: None,
-            norm_scale: None,
-            norm_bias: None,
-            output_bias: None,
+        assert_eq!(alti_of(None), [[1.0, 0.0], [0.5, 4.0]]);
+    }
+
+    /// The layer every case above shares: one head, d = 2, A = [[1, 0], [0.5, 0.5]],
+    /// f(x_0) = (1, 0), f(x_1) = (0, 2), x_0 = (0, 0), x_1 = (3, 0); with `norm`
+    /// (σ_i, β, b_O) a LayerNorm after it with γ = (1, 2), else none. Its ALTI matrix.
+    fn alti_of(norm: Option<([f64; 2], [f64; 2], [f64; 2])>) -> Vec<Vec<f64>> {
+        let cpu = &Device::Cpu;
+        let d = |v: &[f64]| Tensor::new(v, cpu).unwrap();
+        let (norm_weight, norm_scale, norm_bias, output_bias) = match norm {
+            Some((scale, beta, bias)) => (
+                Some(d(&[1.0, 2.0])),
+                Some(Tensor::new(&[scale], cpu).unwrap()),
+                Some(d(&beta)),
+                Some(d(&bias)),
+            ),
+            None => (None, None, None, None),
         };
-        let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], &Device::Cpu).unwrap();
-        let m: Vec<Vec<f64>> = matrix(&probs, &internals).unwrap().to_vec2().unwrap();
-        assert_eq!(m, [[1.0, 0.0], [0.5, 4.0]]);
+        let internals = LayerInternals {
+            input: Tensor::new(&[[[0.0, 0.0], [3.0, 0.0]]], cpu).unwrap(),
+            head_values: Tensor::new(&[[[[1.0, 0.0], [0.0, 2.0]]]], cpu).unwrap(),
+            norm_weight,
+            norm_scale,
+            norm_bias,
+            output_bias,
+        };
+        let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], cpu).unwrap();
+        matrix(&probs, &internals).unwrap().to_vec2().unwrap()
+    }
+
+    fn assert_close(m: &[Vec<f64>], want: [[f64; 2]; 2]) {
+        for (row, want) in m.iter().zip(want) {
+            for (a, b) in row.iter().zip(want) {
+                assert!((a - b).abs() < 1e-12, "{m:?}");
+            }
+        }
     }
 }

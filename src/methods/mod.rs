@@ -77,6 +77,12 @@ impl Mixing {
         self == Mixing::GradAttention
     }
 
+    /// Whether a `--mixing` list names `all`: every method that applies to the model
+    /// ([`crate::Explainer::applicable`]).
+    pub fn names_all(text: &str) -> bool {
+        text.split(',').any(|name| name.trim() == "all")
+    }
+
     /// Parses `--mixing`: comma-separated names, or `all`.
     pub fn parse_list(text: &str) -> Result<Vec<Mixing>> {
         let mut list = Vec::new();
