@@ -1,5 +1,7 @@
-//! Many sentences through one loaded model: JSON lines in, one report (or error record) per
-//! line out, and the dataset-level summary of `--evaluate`.
+//! Many texts through one loaded model: JSON lines in, one report (or error record) per
+//! line out, and the dataset-level summary of `--evaluate`. An encoder explains each line's
+//! masked word or label; a causal model continues each line's prompt and explains what it
+//! generated.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -8,14 +10,16 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::causal::{CausalExplainer, CausalOptions, CausalReport, Decoding};
 use crate::error::Result;
 use crate::evaluate::Summary;
 use crate::explain::{EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded};
 use crate::input::{Line, Lines, LINE_LIMIT};
 
 /// One input line: `{"text": "...", "target": 7, "candidates": ["is", "are"],
-/// "expected": "are"}`, or for a classifier `{"text": "...", "pair": "...", "label":
-/// "positive"}`; all but text are optional and default to the command line's.
+/// "expected": "are"}`, for a classifier `{"text": "...", "pair": "...", "label":
+/// "positive"}`, for a causal model `{"text": prompt, "generate": 5, "seed": 7}`; all but
+/// text are optional and default to the command line's.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Example {
@@ -33,6 +37,12 @@ pub struct Example {
     /// The right answer, which datasets may record; not used by the explainer.
     #[serde(default)]
     pub expected: Option<String>,
+    /// A causal model: how many tokens to generate.
+    #[serde(default)]
+    pub generate: Option<usize>,
+    /// A causal model: sample the continuation with this seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
 }
 
 impl Example {
@@ -40,7 +50,7 @@ impl Example {
     pub fn parse(line: &Line) -> std::result::Result<Self, String> {
         match line {
             Line::Text(text) => serde_json::from_str(text).map_err(|e| {
-                format!("not a JSON object with \"text\" (and optional \"target\", \"candidates\", \"pair\", \"label\"): {e}")
+                format!("not a JSON object with \"text\" (and optional \"target\", \"candidates\", \"pair\", \"label\"; for a causal model \"generate\", \"seed\"): {e}")
             }),
             Line::TooLong => Err(format!(
                 "the line is longer than {LINE_LIMIT} bytes, more than any model's positions can hold; it was skipped"
@@ -79,10 +89,31 @@ pub fn is_blank(line: &Line) -> bool {
     matches!(line, Line::Text(text) if text.trim().is_empty())
 }
 
+/// A loaded model and the options every line starts from (a line's own fields win).
+#[derive(Clone, Copy)]
+pub enum Batch<'a> {
+    /// An encoder: each line's masked word, label or replaced token.
+    Encoder(&'a Explainer, &'a ExplainOptions),
+    /// A causal language model: each line's prompt continued and its generation explained.
+    Causal(&'a CausalExplainer, &'a CausalOptions),
+}
+
+impl Batch<'_> {
+    /// Where the model runs: "cpu", "cuda" or "metal".
+    pub fn device_name(&self) -> &'static str {
+        match self {
+            Batch::Encoder(explainer, _) => explainer.device_name(),
+            Batch::Causal(explainer, _) => explainer.device_name(),
+        }
+    }
+}
+
 /// What batch mode writes for one input line.
 #[derive(Debug)]
 pub enum Record {
     Report(Box<crate::Report>),
+    /// A causal model's report on one prompt.
+    Causal(Box<CausalReport>),
     /// The line (numbered from 1) could not be explained; the others still run.
     Error {
         line: usize,
@@ -95,6 +126,7 @@ impl Record {
     pub fn to_json(&self) -> serde_json::Result<String> {
         match self {
             Record::Report(report) => serde_json::to_string(report),
+            Record::Causal(report) => serde_json::to_string(report),
             Record::Error { line, message } => {
                 Ok(serde_json::json!({"line": line, "error": message}).to_string())
             }
@@ -102,15 +134,10 @@ impl Record {
     }
 }
 
-/// Explains line `number` of a batch file: its fields (`text`, `target`, ...) over
-/// `options`, as batch mode does for every line.
-pub fn explain_record(
-    explainer: &Explainer,
-    number: usize,
-    line: &Line,
-    options: &ExplainOptions,
-) -> Record {
-    finish_line(explainer, number, start_line(explainer, line, options))
+/// Explains line `number` of a batch file: its fields (`text`, `target`, ...) over the
+/// batch's options, as batch mode does for every line.
+pub fn explain_record(batch: Batch, number: usize, line: &Line) -> Record {
+    finish_line(number, start_line(batch, line))
 }
 
 /// Explains every non-blank line of `input`, writing one JSON line per input line to
@@ -124,10 +151,9 @@ pub fn explain_record(
 /// memory stays bounded whatever the input: lines are read one at a time, each capped, and
 /// at most a worker's count plus two lines are in flight.
 pub fn run_batch(
-    explainer: &Explainer,
+    batch: Batch,
     input: impl BufRead + Send,
     output: &mut dyn Write,
-    options: &ExplainOptions,
     mut progress: impl FnMut(usize),
 ) -> Result<BatchOutcome> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -138,7 +164,7 @@ pub fn run_batch(
         for _ in 0..in_flight {
             ticket_tx.send(()).expect("the channel holds every ticket");
         }
-        let (job_tx, job_rx) = mpsc::sync_channel::<(usize, usize, Started)>(1);
+        let (job_tx, job_rx) = mpsc::sync_channel::<(usize, usize, StartedLine)>(1);
         let (done_tx, done_rx) = mpsc::channel::<(usize, Record, Duration)>();
         let reader = scope.spawn(move || -> std::io::Result<(f64, ForwardSeconds)> {
             let mut busy = Duration::ZERO;
@@ -149,9 +175,10 @@ pub fn run_batch(
                 }
                 let (number, line) = line?;
                 let start = Instant::now();
-                let started = start_line(explainer, &line, options);
+                let started = start_line(batch, &line);
                 busy += start.elapsed();
-                if let Ok((_, forwarded)) = &started {
+                if let Ok(Started::Forwarded(_, started)) = &started {
+                    let forwarded = &started.1;
                     stages.model += forwarded.seconds().model;
                     stages.to_host += forwarded.seconds().to_host;
                 }
@@ -170,7 +197,7 @@ pub fn run_batch(
                     break;
                 };
                 let start = Instant::now();
-                let record = finish_line(explainer, number, started);
+                let record = finish_line(number, started);
                 if done_tx.send((seq, record, start.elapsed())).is_err() {
                     break;
                 }
@@ -193,6 +220,7 @@ pub fn run_batch(
                             outcome.summary.add(evaluation);
                         }
                     }
+                    Record::Causal(_) => {}
                     Record::Error { .. } => outcome.failed += 1,
                 }
                 let json = record.to_json().map_err(std::io::Error::from)?;
@@ -209,48 +237,120 @@ pub fn run_batch(
     })
 }
 
-/// A line after the device's part of its report: the options it is explained with, and its
-/// forward pass; or why it cannot be explained.
-type Started = std::result::Result<(ExplainOptions, Forwarded), String>;
+type StartedLine<'a> = std::result::Result<Started<'a>, String>;
 
-/// Reads a line's fields over `options` and runs the forward pass.
-fn start_line(explainer: &Explainer, line: &Line, options: &ExplainOptions) -> Started {
+/// A line ready for a worker: an encoder's after the device's part of its report (its
+/// options and forward pass), a causal model's prompt and options (the worker generates).
+enum Started<'a> {
+    Forwarded(&'a Explainer, Box<(ExplainOptions, Forwarded)>),
+    Prompt(&'a CausalExplainer, String, CausalOptions),
+}
+
+/// Reads a line's fields over the batch's options and, for an encoder, runs the forward
+/// pass; or says why the line cannot be explained.
+fn start_line<'a>(batch: Batch<'a>, line: &Line) -> StartedLine<'a> {
     let example = Example::parse(line)?;
-    let evaluate = match (&options.evaluate, example.label) {
+    match batch {
+        Batch::Encoder(explainer, options) => {
+            let options = encoder_options(example_fields(&example, false)?, options)?;
+            let forwarded = explainer
+                .forward(&example.text, &options)
+                .map_err(|e| e.to_string())?;
+            Ok(Started::Forwarded(
+                explainer,
+                Box::new((options, forwarded)),
+            ))
+        }
+        Batch::Causal(explainer, options) => {
+            example_fields(&example, true)?;
+            let mut options = options.clone();
+            options.generate = example.generate.unwrap_or(options.generate);
+            if let Some(seed) = example.seed {
+                let temperature = match options.decoding {
+                    Decoding::Sample { temperature, .. } => temperature,
+                    Decoding::Greedy => 1.0,
+                };
+                options.decoding = Decoding::Sample { seed, temperature };
+            }
+            Ok(Started::Prompt(explainer, example.text, options))
+        }
+    }
+}
+
+/// `example`, with the fields its model's kind does not read refused (`causal`: the model
+/// continues a prompt).
+fn example_fields(example: &Example, causal: bool) -> std::result::Result<&Example, String> {
+    let encoder_fields = [
+        ("target", example.target.is_some()),
+        ("candidates", example.candidates.is_some()),
+        ("pair", example.pair.is_some()),
+        ("label", example.label.is_some()),
+    ];
+    let causal_fields = [
+        ("generate", example.generate.is_some()),
+        ("seed", example.seed.is_some()),
+    ];
+    let (unused, why) = match causal {
+        true => (
+            &encoder_fields[..],
+            "a causal model continues the prompt and explains what it generates",
+        ),
+        false => (
+            &causal_fields[..],
+            "they are for causal models (GPT-2, Llama, ...), which continue a prompt",
+        ),
+    };
+    match unused.iter().find(|(_, given)| *given) {
+        Some((field, _)) => Err(format!(
+            "\"{field}\" is not used with this model: {why}; leave it out"
+        )),
+        None => Ok(example),
+    }
+}
+
+/// An encoder line's options: its fields over the batch's.
+fn encoder_options(
+    example: &Example,
+    options: &ExplainOptions,
+) -> std::result::Result<ExplainOptions, String> {
+    let evaluate = match (&options.evaluate, &example.label) {
         (None, Some(_)) => {
             return Err("\"label\" chooses what --evaluate explains; run with --evaluate".into())
         }
         (Some(evaluate), label) => Some(EvaluateOptions {
-            label: label.or_else(|| evaluate.label.clone()),
+            label: label.clone().or_else(|| evaluate.label.clone()),
             ..evaluate.clone()
         }),
         (None, None) => None,
     };
-    let options = ExplainOptions {
+    Ok(ExplainOptions {
         target: example.target.or(options.target),
-        pair: example.pair.or_else(|| options.pair.clone()),
+        pair: example.pair.clone().or_else(|| options.pair.clone()),
         evaluate,
-        candidates: example.candidates.or_else(|| options.candidates.clone()),
+        candidates: example
+            .candidates
+            .clone()
+            .or_else(|| options.candidates.clone()),
         ..options.clone()
-    };
-    let forwarded = explainer
-        .forward(&example.text, &options)
-        .map_err(|e| e.to_string())?;
-    Ok((options, forwarded))
+    })
 }
 
-/// The record of line `number`: its report finished on the host, or its error.
-fn finish_line(explainer: &Explainer, number: usize, started: Started) -> Record {
-    let report = started.and_then(|(options, forwarded)| {
-        explainer
-            .finish(forwarded, &options)
-            .map_err(|e| e.to_string())
+/// The record of line `number`: its report finished on the host (a causal model's generated
+/// and explained), or its error.
+fn finish_line(number: usize, started: StartedLine) -> Record {
+    let record = started.and_then(|started| {
+        match started {
+            Started::Forwarded(explainer, started) => explainer
+                .finish(started.1, &started.0)
+                .map(|report| Record::Report(Box::new(report))),
+            Started::Prompt(explainer, prompt, options) => explainer
+                .explain(&prompt, &options)
+                .map(|report| Record::Causal(Box::new(report))),
+        }
+        .map_err(|e| e.to_string())
     });
-    match report {
-        Ok(report) => Record::Report(Box::new(report)),
-        Err(message) => Record::Error {
-            line: number,
-            message,
-        },
-    }
+    record.unwrap_or_else(|message| Record::Error {
+        line: number,
+        message,
+    })
 }

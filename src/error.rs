@@ -67,7 +67,7 @@ pub enum Error {
     #[error("--pretokenized: the token {token:?} is not in the model's vocabulary; give tokens exactly as the vocabulary spells them, separated by spaces")]
     UnknownToken { token: String },
 
-    #[error("{path} describes a GPT-2 (causal) model, which bert-explain explains one prompt at a time: give the prompt as TEXT; batch mode (--input) needs a BERT checkpoint")]
+    #[error("{path} describes a causal language model (GPT-2, Llama, ...), not an encoder; load it as a causal model (the command line and Python's Explainer choose by config.json's model_type)")]
     CausalModelInBertMode { path: PathBuf },
 
     #[error("cannot read the weights in {path}: {message}; the file may be truncated or corrupt, so download it again")]

@@ -311,3 +311,79 @@ fn figures_and_html_draw_both_maps() {
     );
     assert!(!missing.exists() && !dir.path().join("no-such-folder").exists());
 }
+
+/// Batch mode on a causal model: each line's report equals the single-prompt command's on the
+/// same prompt and options (a line's "generate" and "seed" standing for --generate and
+/// --sample --seed), for the other families too; a line with an encoder's fields, a bad line
+/// and an empty prompt get error records with their line numbers, and the rest still run.
+#[test]
+fn batch_mode_equals_the_single_prompt_command_line_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("prompts.jsonl");
+    let lines = [
+        r#"{"text": "The author talked to Sara about"}"#,
+        r#"{"text": "Once upon a time", "generate": 3}"#,
+        "",
+        r#"{"text": "She said that", "seed": 7, "generate": 2}"#,
+        r#"{"text": "x", "target": 1}"#,
+        "not json",
+        r#"{"text": ""}"#,
+    ];
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let flags = ["--flow", "--correction", "--mixing", "norm,alti"];
+    for family in ["tiny-gpt2", "tiny-llama"] {
+        let model = repo().join("models").join(family);
+        let output = dir.path().join(format!("{family}.jsonl"));
+        let (model_arg, input_arg) = (model.display().to_string(), input.display().to_string());
+        let output_arg = output.display().to_string();
+        let mut args = vec!["--model", &model_arg, "--input", &input_arg];
+        args.extend(["--output", &output_arg, "--generate", "4"]);
+        args.extend(flags);
+        let summary = run(&args, &[]);
+        assert!(summary.starts_with("6 prompts (3 failed)"), "{summary}");
+        let records: Vec<serde_json::Value> = std::fs::read_to_string(&output)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(records.len(), 6);
+        let singles: [(&str, &[&str]); 3] = [
+            ("The author talked to Sara about", &["--generate", "4"]),
+            ("Once upon a time", &["--generate", "3"]),
+            (
+                "She said that",
+                &["--generate", "2", "--sample", "--seed", "7"],
+            ),
+        ];
+        for (record, (prompt, extra)) in records.iter().zip(singles) {
+            let mut args = vec!["--json", "--model", &model_arg];
+            args.extend(flags);
+            args.extend(extra);
+            args.push(prompt);
+            let single: serde_json::Value = serde_json::from_str(&run(&args, &[])).unwrap();
+            assert_eq!(record, &single, "{family}: {prompt}");
+        }
+        let errors: Vec<(u64, &str)> = records[3..]
+            .iter()
+            .map(|r| (r["line"].as_u64().unwrap(), r["error"].as_str().unwrap()))
+            .collect();
+        assert_eq!(errors.iter().map(|e| e.0).collect::<Vec<_>>(), [5, 6, 7]);
+        assert!(errors[0]
+            .1
+            .contains("\"target\" is not used with this model"));
+        assert!(errors[1].1.contains("not a JSON object"));
+        assert!(errors[2].1.contains("the prompt is empty"));
+    }
+    // Options of an encoder, or of one prompt's outputs, are refused before the model loads.
+    let (model, input) = (tiny().display().to_string(), input.display().to_string());
+    fails(
+        &["--model", &model, "--input", &input, "--target", "2"],
+        2,
+        &["--target applies to BERT models"],
+    );
+    fails(
+        &["--model", &model, "--input", &input, "--json"],
+        2,
+        &["--json is not used in batch mode"],
+    );
+}

@@ -222,20 +222,6 @@ fn unavailable_device() {
 }
 
 #[test]
-fn batch_mode_with_a_causal_model() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.jsonl");
-    std::fs::write(&input, "{\"text\": \"hello\"}\n").unwrap();
-    let gpt2 = repo().join("models/tiny-gpt2").display().to_string();
-    // An unsupported combination of options and model: a usage error.
-    fails(
-        &["--model", &gpt2, "--input", &arg(&input)],
-        2,
-        &["GPT-2 (causal)", "one prompt at a time", "--input"],
-    );
-}
-
-#[test]
 fn token_type_embeddings_that_config_json_says_are_not_there() {
     let dir = copy_of_tiny();
     let config = dir.path().join("config.json");

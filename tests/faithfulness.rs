@@ -212,7 +212,7 @@ fn terminal_shows_the_scores_and_correlations() {
 /// every line's record in the input's order, each the same as explaining the line alone.
 #[test]
 fn the_batch_pipeline_keeps_the_order_and_the_numbers() {
-    use bert_explain::batch::run_batch;
+    use bert_explain::batch::{run_batch, Batch};
     use bert_explain::{ExplainOptions, Explainer, ModelSource};
 
     let model = repo().join("models/tiny-bert-modern");
@@ -241,14 +241,8 @@ fn the_batch_pipeline_keeps_the_order_and_the_numbers() {
     };
     let mut output = Vec::new();
     let mut seen = Vec::new();
-    let outcome = run_batch(
-        &explainer,
-        input.as_bytes(),
-        &mut output,
-        &options,
-        |done| seen.push(done),
-    )
-    .unwrap();
+    let batch = Batch::Encoder(&explainer, &options);
+    let outcome = run_batch(batch, input.as_bytes(), &mut output, |done| seen.push(done)).unwrap();
     assert_eq!((outcome.examples, outcome.failed), (8, 2));
     assert_eq!(seen, (1..=8).collect::<Vec<_>>());
     let lines: Vec<&str> = std::str::from_utf8(&output).unwrap().lines().collect();

@@ -15,8 +15,9 @@ such as a CPU torch tensor, or transformers' ``output_attentions`` tuple as it i
   with ``figure=`` and ``html=`` outputs.
 
 On a checkpoint: :class:`Explainer` loads it once; ``.explain(text)`` returns the report of
-``bert-explain --model M "text" --json``, ``.explain_batch(texts)`` one per text, and
-``.batch_records(lines)`` batch mode's (``--input``) output lines.
+``bert-explain --model M "text" --json`` (for a causal model, the text is the prompt),
+``.explain_batch(texts)`` one per text, and ``.batch_records(lines)`` batch mode's
+(``--input``) output lines.
 
 Errors raise :class:`UsageError` (a ``ValueError``) where the command line exits with
 status 2, :class:`ExplainError` (a ``RuntimeError``) where it exits with 1, with the
@@ -216,8 +217,10 @@ class Explainer:
 
     ``model`` is a checkpoint folder or a Hugging Face Hub id (as ``--model``); ``device``
     is ``cpu`` (default), ``auto``, ``cuda`` or ``metal``. Masked-LM, classifier and
-    encoder checkpoints of every family the command line supports; causal models are the
-    command line's alone.
+    encoder checkpoints of every family the command line supports, and causal language
+    models (GPT-2, Llama, Qwen2, Mistral: ``task`` is ``causal-lm``), whose text is a prompt
+    to continue: ``.explain(prompt, generate=5, flow=True)`` returns the report of
+    ``bert-explain --model M PROMPT --generate 5 --flow --json``.
     """
 
     def __init__(self, model: PathLike, device: str = "cpu", revision: str = "main") -> None:
@@ -230,13 +233,14 @@ class Explainer:
 
     @property
     def task(self) -> str:
-        """``masked-lm``, ``sequence-classification``, ``replaced-token-detection`` or
-        ``encoder``."""
+        """``masked-lm``, ``sequence-classification``, ``replaced-token-detection``,
+        ``encoder`` or ``causal-lm``."""
         return self._native.task
 
     @property
     def family(self) -> str:
-        """The model family: ``bert``, ``roberta``, ``xlm-roberta``, ``distilbert``, ..."""
+        """The model family: ``bert``, ``roberta``, ``xlm-roberta``, ``distilbert``, ...,
+        ``gpt2``, ``llama``, ..."""
         return self._native.family
 
     def __repr__(self) -> str:
@@ -264,13 +268,24 @@ class Explainer:
         hide_special: bool = False,
         figure: Optional[Union[PathLike, Sequence[PathLike]]] = None,
         html: Optional[PathLike] = None,
+        generate: Optional[int] = None,
+        sample: bool = False,
+        seed: Optional[int] = None,
+        temperature: Optional[float] = None,
+        top_prompt: Optional[int] = None,
+        correction: bool = False,
+        flow: bool = False,
+        skip_common: bool = False,
+        figure_token: Optional[int] = None,
     ) -> dict:
-        """The report of ``bert-explain --model M TEXT --json`` (SPEC §4) as a dict.
+        """The report of ``bert-explain --model M TEXT --json`` (SPEC §4) as a dict; for a
+        causal model, TEXT is the prompt and the report is the causal one.
 
         Each keyword is the command-line option of the same name (``top_k`` is
         ``--top-k``) with its default; options the model's task does not use are refused
-        as the command line refuses them. ``figure`` and ``html`` write the figure and the
-        page as ``--figure`` and ``--html`` do.
+        as the command line refuses them (``generate`` to ``figure_token`` are a causal
+        model's, ``target`` to ``hide_special`` an encoder's). ``figure`` and ``html`` write
+        the figure and the page as ``--figure`` and ``--html`` do.
         """
         options = _given(
             target=target,
@@ -291,6 +306,15 @@ class Explainer:
             hide_special=hide_special,
             figure=figure,
             html=html,
+            generate=generate,
+            sample=sample,
+            seed=seed,
+            temperature=temperature,
+            top_prompt=top_prompt,
+            correction=correction,
+            flow=flow,
+            skip_common=skip_common,
+            figure_token=figure_token,
         )
         return json.loads(self._native.explain([text], options)[0])
 
@@ -310,7 +334,8 @@ class Explainer:
         JSON-lines file: the report, or ``{"line": N, "error": ...}`` for a line that cannot
         be explained; ``None`` for a blank line, which batch mode skips. Options as
         ``--input`` takes them (those of :meth:`explain` but the outputs); each line's own
-        fields (``target``, ``candidates``, ``pair``, ``label``) win over them."""
+        fields (``target``, ``candidates``, ``pair``, ``label``; a causal model's
+        ``generate`` and ``seed``) win over them."""
         if "label" in options and options["label"] is not None:
             options["label"] = str(options["label"])
         return self._native.batch_records(list(lines), _given(**options))

@@ -2,9 +2,11 @@
 
 Reads a JSON-lines file (batch mode's format) or a Parquet dataset (one row per example,
 columns ``text`` and optionally ``target``, ``candidates``, ``pair``, ``label``,
-``expected``), explains it with a pool of actors that each load the model once, and writes
-batch mode's output lines in input order and its ``--evaluate`` summary. On the same lines
-the output equals ``bert-explain --model M --input FILE`` 's, line for line.
+``expected``; for a causal model ``generate`` and ``seed``), explains it with a pool of
+actors that each load the model once, and writes batch mode's output lines in input order
+and its ``--evaluate`` summary. On the same lines the output equals
+``bert-explain --model M --input FILE`` 's, line for line; a causal model's prompts are
+continued and explained as batch mode does (``options={"generate": 5, "flow": True}``).
 
 As a program::
 
@@ -145,6 +147,9 @@ def run(
         )
     ray.data.DataContext.get_current().execution_options.preserve_order = True
     options = _given(**(options or {}))
+    if options.get("sample") and options.get("seed") is None:
+        # One seed for every actor, as batch mode has one for every line.
+        options["seed"] = int.from_bytes(os.urandom(4), "little")
     start = time.perf_counter()
     records = (
         read_dataset(input, rows_per_block=batch_size)

@@ -1,10 +1,12 @@
-//! A loaded checkpoint for Python: texts in, the command line's JSON reports out; batch
-//! mode's records one line at a time (for Ray), and its evaluation summary.
+//! A loaded checkpoint for Python: texts (or a causal model's prompts) in, the command line's
+//! JSON reports out; batch mode's records one line at a time (for Ray), and its evaluation
+//! summary.
 
 use std::io::Cursor;
 
-use bert_explain::batch::{explain_record, is_blank};
-use bert_explain::cli::{output_files, refuse_for_task, write_outputs};
+use bert_explain::batch::{explain_record, is_blank, Batch};
+use bert_explain::causal::{is_causal, CausalExplainer};
+use bert_explain::cli::{output_files, refuse_for_task, write_causal_outputs, write_outputs};
 use bert_explain::evaluate::{Evaluation, Summary};
 use bert_explain::input::{Lines, LINE_LIMIT};
 use bert_explain::report::View;
@@ -36,26 +38,82 @@ const LINE_OPTIONS: &[&str] = &[
 ];
 /// The outputs one text may have besides its report.
 const OUTPUT_OPTIONS: &[&str] = &["hide_special", "figure", "html"];
+/// The options of a causal model's batch line: every option of a prompt but the outputs.
+const CAUSAL_LINE_OPTIONS: &[&str] = &[
+    "generate",
+    "sample",
+    "seed",
+    "temperature",
+    "top_prompt",
+    "correction",
+    "flow",
+    "skip_common",
+    "mixing",
+    "fusion",
+    "residual",
+];
+/// The outputs one prompt may have besides its report.
+const CAUSAL_OUTPUT_OPTIONS: &[&str] = &["figure", "html", "figure_token"];
+
+/// What was loaded: an encoder (masked word, label, replaced token) or a causal language
+/// model (generation), chosen by config.json's `model_type` as the command line chooses.
+enum Loaded {
+    Encoder(Box<bert_explain::Explainer>),
+    Causal(Box<CausalExplainer>),
+}
 
 /// A checkpoint loaded once (as batch mode loads it), explaining any number of texts.
 #[pyclass(module = "bert_explain._native", frozen)]
 pub struct Explainer {
-    inner: bert_explain::Explainer,
+    inner: Loaded,
     model: String,
 }
 
 impl Explainer {
-    /// `options` parsed, with what this model's task does not use refused.
-    fn options(&self, options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<Options> {
+    /// `options` parsed, with what this model's kind and task do not use refused: those of a
+    /// batch line, and with `outputs` those of one text's files too.
+    fn options(&self, options: Option<&Bound<'_, PyDict>>, outputs: bool) -> PyResult<Options> {
+        let (encoder, causal) = (
+            [LINE_OPTIONS, OUTPUT_OPTIONS],
+            [CAUSAL_LINE_OPTIONS, CAUSAL_OUTPUT_OPTIONS],
+        );
+        let (ours, theirs) = match &self.inner {
+            Loaded::Encoder(_) => (encoder, causal),
+            Loaded::Causal(_) => (causal, encoder),
+        };
+        let allowed: Vec<&str> = match outputs {
+            true => ours.concat(),
+            false => ours[0].to_vec(),
+        };
+        // The other kind's options get the command line's message for them.
+        for (key, value) in options.iter().flat_map(|dict| dict.iter()) {
+            let key: String = key.extract()?;
+            let other_kind =
+                theirs.concat().contains(&key.as_str()) && !ours.concat().contains(&key.as_str());
+            if other_kind && !value.is_none() {
+                // Named as the command line names it, as refuse_for_task names its options.
+                let option = format!("--{}", key.replace('_', "-"));
+                let model = self.model.clone();
+                return Err(to_py(match &self.inner {
+                    Loaded::Encoder(_) => {
+                        bert_explain::Error::CausalOptionForBert { option, model }
+                    }
+                    Loaded::Causal(_) => bert_explain::Error::BertOptionForCausal { option, model },
+                }));
+            }
+        }
         let py_options = options;
-        let mut options = options::parse(options, allowed)?;
+        let mut options = options::parse(options, &allowed)?;
+        let Loaded::Encoder(inner) = &self.inner else {
+            return Ok(options);
+        };
         let given = |id: &str| options.given.iter().any(|g| g == id);
-        refuse_for_task(given, self.inner.task(), &self.model).map_err(to_py)?;
+        refuse_for_task(given, inner.task(), &self.model).map_err(to_py)?;
         // mixing="all": what applies to this model, a warning for each method left out.
         if let (true, Some(list), Some(dict)) =
             (options.mixing_all, &options.explain.mixing, py_options)
         {
-            let (kept, notes) = self.inner.applicable(list);
+            let (kept, notes) = inner.applicable(list);
             for note in notes {
                 let warning = dict.py().get_type::<pyo3::exceptions::PyUserWarning>();
                 PyErr::warn(dict.py(), &warning, &std::ffi::CString::new(note)?, 1)?;
@@ -86,8 +144,15 @@ impl Explainer {
         };
         let source = ModelSource::parse(model, revision);
         let inner = py
-            .detach(|| -> bert_explain::Result<bert_explain::Explainer> {
-                bert_explain::Explainer::load(&source, &bert_explain::device(choice)?)
+            .detach(|| -> bert_explain::Result<Loaded> {
+                let device = bert_explain::device(choice)?;
+                Ok(match is_causal(&source) {
+                    true => Loaded::Causal(Box::new(CausalExplainer::load(&source, &device)?)),
+                    false => {
+                        let encoder = bert_explain::Explainer::load(&source, &device)?;
+                        Loaded::Encoder(Box::new(encoder))
+                    }
+                })
             })
             .map_err(to_py)?;
         Ok(Self {
@@ -102,20 +167,27 @@ impl Explainer {
         &self.model
     }
 
-    /// `masked-lm`, `sequence-classification`, `replaced-token-detection` or `encoder`.
+    /// `masked-lm`, `sequence-classification`, `replaced-token-detection`, `encoder` or
+    /// `causal-lm`.
     #[getter]
     fn task(&self) -> &'static str {
-        self.inner.task().name()
+        match &self.inner {
+            Loaded::Encoder(inner) => inner.task().name(),
+            Loaded::Causal(_) => "causal-lm",
+        }
     }
 
-    /// The model family (`bert`, `roberta`, ...).
+    /// The model family (`bert`, `roberta`, ..., `gpt2`, `llama`, ...).
     #[getter]
     fn family(&self) -> &'static str {
-        self.inner.family()
+        match &self.inner {
+            Loaded::Encoder(inner) => inner.family(),
+            Loaded::Causal(inner) => inner.family(),
+        }
     }
 
-    /// The JSON report of each text, as `bert-explain --json` prints it; the first text
-    /// that fails raises. Figures and the page take one text.
+    /// The JSON report of each text (a causal model's prompt), as `bert-explain --json`
+    /// prints it; the first text that fails raises. Figures and the page take one text.
     #[pyo3(signature = (texts, options = None))]
     fn explain(
         &self,
@@ -123,33 +195,16 @@ impl Explainer {
         texts: Vec<String>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<String>> {
-        let allowed: Vec<&str> = LINE_OPTIONS.iter().chain(OUTPUT_OPTIONS).copied().collect();
-        let options = self.options(options, &allowed)?;
+        let options = self.options(options, true)?;
         if texts.len() != 1 && (!options.figures.is_empty() || options.html.is_some()) {
             return Err(usage(
                 "figure and html draw one text; explain the texts one at a time to draw them",
             ));
         }
-        py.detach(|| -> anyhow::Result<Vec<String>> {
-            let mut files = Some(output_files(
-                &options.figures,
-                options.html.as_deref(),
-                &[],
-            )?);
-            texts
-                .iter()
-                .map(|text| {
-                    let report = self.inner.explain(text, &options.explain)?;
-                    let view = match options.hide_special {
-                        true => View::hide_special(report),
-                        false => View::full(report),
-                    };
-                    write_outputs(files.take().unwrap_or_default(), &view, |_| {})?;
-                    json(&view)
-                })
-                .collect()
-        })
-        .map_err(to_py)
+        match &self.inner {
+            Loaded::Encoder(inner) => explain_texts(py, inner, &texts, &options),
+            Loaded::Causal(inner) => explain_prompts(py, inner, &texts, &options),
+        }
     }
 
     /// Batch mode's output line for each `(line number, line)` of a batch file (the line as
@@ -162,7 +217,15 @@ impl Explainer {
         lines: Vec<(usize, Bound<'_, PyAny>)>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<Option<String>>> {
-        let options = self.options(options, LINE_OPTIONS)?;
+        let options = self.options(options, false)?;
+        let causal;
+        let batch = match &self.inner {
+            Loaded::Encoder(inner) => Batch::Encoder(inner, &options.explain),
+            Loaded::Causal(inner) => {
+                causal = causal_options(&options);
+                Batch::Causal(inner, &causal)
+            }
+        };
         let lines: Vec<(usize, Vec<u8>)> = lines
             .into_iter()
             .map(|(number, line)| {
@@ -189,13 +252,87 @@ impl Explainer {
                     records.push(None);
                     continue;
                 }
-                let record = explain_record(&self.inner, *number, &line, &options.explain);
+                let record = explain_record(batch, *number, &line);
                 records.push(Some(record.to_json()?));
             }
             Ok(records)
         })
         .map_err(to_py)
     }
+}
+
+/// The report of each text, and the figure and page of the one text there may be.
+fn explain_texts(
+    py: Python<'_>,
+    inner: &bert_explain::Explainer,
+    texts: &[String],
+    options: &Options,
+) -> PyResult<Vec<String>> {
+    py.detach(|| -> anyhow::Result<Vec<String>> {
+        let mut files = Some(output_files(
+            &options.figures,
+            options.html.as_deref(),
+            &[],
+        )?);
+        texts
+            .iter()
+            .map(|text| {
+                let report = inner.explain(text, &options.explain)?;
+                let view = match options.hide_special {
+                    true => View::hide_special(report),
+                    false => View::full(report),
+                };
+                write_outputs(files.take().unwrap_or_default(), &view, |_| {})?;
+                json(&view)
+            })
+            .collect()
+    })
+    .map_err(to_py)
+}
+
+/// A causal model's options from the keywords, as the command line makes them.
+fn causal_options(options: &Options) -> bert_explain::causal::CausalOptions {
+    let mixing = options.explain.mixing.clone().unwrap_or_default();
+    options.causal.options(options.explain.relevance, mixing)
+}
+
+/// The causal report of each prompt, and the figure and page of the one prompt there may be.
+fn explain_prompts(
+    py: Python<'_>,
+    inner: &CausalExplainer,
+    prompts: &[String],
+    options: &Options,
+) -> PyResult<Vec<String>> {
+    let causal = causal_options(options);
+    let token = options.causal.figure_token;
+    if token.is_some() && options.figures.is_empty() && options.html.is_none() {
+        return Err(usage(
+            "figure_token chooses the map of figure or html; pass one of those",
+        ));
+    }
+    if let Some(token) = token.filter(|&k| k >= causal.generate) {
+        let generate = causal.generate;
+        return Err(to_py(bert_explain::Error::FigureTokenOutOfRange {
+            token,
+            generate,
+        }));
+    }
+    py.detach(|| -> anyhow::Result<Vec<String>> {
+        let mut files = Some(output_files(
+            &options.figures,
+            options.html.as_deref(),
+            &[],
+        )?);
+        prompts
+            .iter()
+            .map(|prompt| {
+                let report = inner.explain(prompt, &causal)?;
+                write_causal_outputs(&report, token, files.take().unwrap_or_default())?;
+                Ok(serde_json::to_string(&report)?)
+            })
+            .collect()
+    })
+    .map_err(to_py)
 }
 
 /// Batch mode's `--evaluate` summary over its output lines (reports and error records):

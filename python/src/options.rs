@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use bert_explain::cli::CausalArgs;
 use bert_explain::explain::{EvaluateOptions, DEFAULT_IG_STEPS, MAX_IG_STEPS};
 use bert_explain::importance::Blank;
 use bert_explain::methods::Mixing;
@@ -27,6 +28,8 @@ pub struct Options {
     pub tokens: Option<Vec<String>>,
     /// `mixing` names `all`: the methods that apply to the model, the others left out.
     pub mixing_all: bool,
+    /// A causal model's choices (`generate`, `sample`, `seed`, ...), as the command line's.
+    pub causal: CausalArgs,
 }
 
 /// Reads `options` (keyword → value; `None` values count as not given), refusing any
@@ -158,9 +161,38 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             false => None,
         },
     };
+    let number = |key: &str| -> PyResult<Option<usize>> {
+        get(key)?.map(|v| v.extract::<usize>()).transpose()
+    };
+    let sample = flag("sample")?;
+    for needs in ["seed", "temperature"] {
+        if !sample && given.iter().any(|g| g == needs) {
+            return Err(usage(format!(
+                "{needs} chooses how sample draws the tokens; pass sample=True with it"
+            )));
+        }
+    }
+    let temperature = get("temperature")?
+        .map(|v| v.extract::<f64>())
+        .transpose()?;
+    if temperature.is_some_and(|t| !(t > 0.0 && t.is_finite())) {
+        return Err(usage("temperature must be a positive number"));
+    }
+    let causal = CausalArgs {
+        generate: number("generate")?,
+        sample,
+        seed: get("seed")?.map(|v| v.extract::<u64>()).transpose()?,
+        temperature,
+        top_prompt: number("top_prompt")?,
+        correction: flag("correction")?,
+        flow: flag("flow")?,
+        skip_common: flag("skip_common")?,
+        figure_token: number("figure_token")?,
+    };
     Ok(Options {
         explain,
         given,
+        causal,
         hide_special: flag("hide_special")?,
         figures,
         html,

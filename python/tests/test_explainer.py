@@ -163,3 +163,94 @@ def test_batch_records_and_summary_equal_batch_mode(modern, awkward, tmp_path, e
     assert summary.text.splitlines() == printed[:-1]
     assert (summary.lines, summary.failed) == (len(want), 2)
     assert printed[-1].startswith(f"{len(want)} sentences (2 failed) in ")
+
+
+GPT2 = REPO / "models" / "tiny-gpt2"
+PROMPT = "The author talked to Sara about"
+# Each case: a causal model, the command line's options, and the same as keywords.
+CAUSAL_CASES = [
+    ("tiny-gpt2", [], {}),
+    ("tiny-gpt2", ["--generate", "4", "--flow"], {"generate": 4, "flow": True}),
+    (
+        "tiny-gpt2",
+        ["--generate", "3", "--sample", "--seed", "7", "--temperature", "0.8", "--correction"],
+        {"generate": 3, "sample": True, "seed": 7, "temperature": 0.8, "correction": True},
+    ),
+    (
+        "tiny-llama",
+        ["--generate", "2", "--mixing", "all", "--top-prompt", "2", "--skip-common"],
+        {"generate": 2, "mixing": "all", "top_prompt": 2, "skip_common": True},
+    ),
+    ("tiny-qwen2", ["--generate", "2", "--flow", "--fusion", "max"], {"generate": 2, "flow": True, "fusion": "max"}),
+]
+
+
+@pytest.mark.parametrize(
+    "model,flags,keywords", CAUSAL_CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CAUSAL_CASES]
+)
+def test_causal_reports_equal_the_command_lines(model, flags, keywords):
+    path = REPO / "models" / model
+    want = cli_json("--model", str(path), PROMPT, *flags)
+    explainer = bert_explain.Explainer(path)
+    assert explainer.task == "causal-lm" and explainer.family == want["family"]
+    assert explainer.explain(PROMPT, **keywords) == want
+
+
+def test_causal_figures_and_page_equal_the_command_lines(tmp_path):
+    cli_svg, cli_html = tmp_path / "cli.svg", tmp_path / "cli.html"
+    flags = ["--generate", "3", "--figure", str(cli_svg), "--html", str(cli_html), "--figure-token", "1"]
+    want = cli_json("--model", str(GPT2), PROMPT, *flags)
+    svg, html = tmp_path / "py.svg", tmp_path / "py.html"
+    got = bert_explain.Explainer(GPT2).explain(PROMPT, generate=3, figure=svg, html=html, figure_token=1)
+    assert got == want
+    assert svg.read_bytes() == cli_svg.read_bytes()
+    assert html.read_bytes() == cli_html.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "flags,keywords",
+    [
+        (["--target", "1"], {"target": 1}),
+        (["--hide-special"], {"hide_special": True}),
+        (["--generate", "0"], {"generate": 0}),
+        (["--generate", "2", "--figure", "x.svg", "--figure-token", "5"], {"generate": 2, "figure": "x.svg", "figure_token": 5}),
+    ],
+)
+def test_causal_usage_errors_carry_the_command_lines_messages(tmp_path, flags, keywords):
+    flags = [str(tmp_path / f) if f.endswith(".svg") else f for f in flags]
+    keywords = {k: str(tmp_path / v) if k == "figure" else v for k, v in keywords.items()}
+    status, message = cli_error("--model", str(GPT2), PROMPT, *flags)
+    assert status == 2
+    with pytest.raises(bert_explain.UsageError) as caught:
+        bert_explain.Explainer(GPT2).explain(PROMPT, **keywords)
+    assert str(caught.value) == message
+
+
+def test_an_encoder_refuses_a_causal_models_keywords(modern):
+    with pytest.raises(bert_explain.UsageError, match="--flow applies to causal language models"):
+        modern.explain(SENTENCE, flow=True)
+    with pytest.raises(bert_explain.UsageError, match="--generate applies to causal language models"):
+        modern.batch_records([(1, '{"text": "a [MASK] b"}')], generate=3)
+
+
+def test_causal_batch_records_equal_batch_mode(tmp_path):
+    lines = [
+        '{"text": "The author talked to Sara about"}',
+        '{"text": "Once upon a time", "generate": 3, "seed": 11}',
+        "",
+        '{"text": "x", "candidates": ["a"]}',
+        "not json",
+    ]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "cli.jsonl"
+    flags = ["--generate", "2", "--flow", "--mixing", "value-zeroing"]
+    done = run_cli("--model", str(GPT2), "--input", str(path), "--output", str(out), *flags)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("4 prompts (2 failed) in ")
+    want = out.read_text().splitlines()
+    explainer = bert_explain.Explainer(GPT2)
+    got = explainer.batch_records(batch_lines(path), generate=2, flow=True, mixing="value-zeroing")
+    assert got[2] is None and got[5] is None
+    assert [json.loads(r) for r in got if r is not None] == [json.loads(w) for w in want]
+    assert json.loads(want[1])["generation"]["seed"] == 11

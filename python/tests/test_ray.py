@@ -72,3 +72,27 @@ def test_parquet_equals_batch_mode_on_the_same_examples(cluster, tmp_path):
     out = tmp_path / "ray.jsonl"
     ray_pipeline.run(str(parquet), str(out), str(MODERN), options={"top_k": 3}, actors=2)
     assert [json.loads(line) for line in out.read_text().splitlines()] == [json.loads(w) for w in want]
+
+
+def test_a_causal_models_prompts_equal_batch_mode(cluster, tmp_path):
+    """GPT-2 prompts with their own lengths and seeds, and a line with an encoder's field."""
+    gpt2 = REPO / "models" / "tiny-gpt2"
+    lines = [
+        '{"text": "The author talked to Sara about"}',
+        '{"text": "Once upon a time", "generate": 3, "seed": 5}',
+        '{"text": "x", "target": 0}',
+    ] + [json.dumps({"text": f"Prompt number {k} is"}) for k in range(6)]
+    input = tmp_path / "prompts.jsonl"
+    input.write_text("\n".join(lines) + "\n")
+    want_path = tmp_path / "batch.jsonl"
+    flags = ["--generate", "2", "--flow", "--mixing", "norm"]
+    done = run_cli("--model", str(gpt2), "--input", str(input), "--output", str(want_path), *flags)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "ray.jsonl"
+    outcome = ray_pipeline.run(
+        str(input), str(out), str(gpt2), options={"generate": 2, "flow": True, "mixing": "norm"},
+        actors=2, batch_size=2,
+    )
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert got == [json.loads(line) for line in want_path.read_text().splitlines()]
+    assert outcome.summary.failed == 1 and got[1]["generation"]["seed"] == 5

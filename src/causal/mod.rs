@@ -33,7 +33,7 @@ pub use report::{rank, CausalMethod, CausalReport, GenerationInfo, RankedToken, 
 
 use crate::attention::HeadFusion;
 use crate::checkpoint::{ModelSource, Weights};
-use crate::device::device_name;
+use crate::device::{bind_to_thread, device_name};
 use crate::error::{Error, Result};
 use crate::methods::Mixing;
 
@@ -94,8 +94,20 @@ impl CausalExplainer {
         self.model.as_ref()
     }
 
-    /// Generates from `prompt` and explains every generated token.
+    /// Where the model runs: "cpu", "cuda" or "metal".
+    pub fn device_name(&self) -> &'static str {
+        device_name(&self.device)
+    }
+
+    /// The family's name (config.json's `model_type`: `gpt2`, `llama`, ...).
+    pub fn family(&self) -> &'static str {
+        self.model.model_type()
+    }
+
+    /// Generates from `prompt` and explains every generated token, on any thread.
     pub fn explain(&self, prompt: &str, options: &CausalOptions) -> Result<CausalReport> {
+        // A thread other than the loading one needs the device's context (bind_to_thread).
+        bind_to_thread(&self.device)?;
         if prompt.is_empty() {
             return Err(Error::EmptyPrompt);
         }

@@ -3,22 +3,16 @@
 use std::path::Path;
 
 use anyhow::Context;
-use bert_explain::batch::{examples, run_batch};
+use bert_explain::batch::{examples, run_batch, Batch, BatchOutcome};
 use bert_explain::input::open_regular;
 use bert_explain::report::OutputFile;
-use bert_explain::{ExplainOptions, Explainer};
 
 use super::Args;
 
 /// `--input`: one model, every line of the file (`-`: standard input), a progress bar on
 /// stderr, and with `--evaluate` the summary table (on stderr when the reports go to stdout,
 /// which `--output -` also means).
-pub fn run(
-    args: &Args,
-    input: &Path,
-    explainer: Explainer,
-    options: &ExplainOptions,
-) -> anyhow::Result<()> {
+pub fn run(args: &Args, input: &Path, batch: Batch) -> anyhow::Result<()> {
     let stdin = is_dash(input);
     let open = || -> anyhow::Result<Box<dyn std::io::BufRead + Send>> {
         if stdin {
@@ -36,16 +30,20 @@ pub fn run(
         ),
         None => None,
     };
+    let noun = match batch {
+        Batch::Encoder(..) => "sentences",
+        Batch::Causal(..) => "prompts",
+    };
     // A file is read twice, first to count its lines for the bar; standard input once.
     let bar = match stdin {
         true => indicatif::ProgressBar::no_length().with_style(
-            indicatif::ProgressStyle::with_template("{pos} sentences, {per_sec}")
+            indicatif::ProgressStyle::with_template(&format!("{{pos}} {noun}, {{per_sec}}"))
                 .expect("the progress template is valid"),
         ),
         false => indicatif::ProgressBar::new(examples(open()?).count() as u64).with_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} sentences, {per_sec}, {eta} left",
-            )
+            indicatif::ProgressStyle::with_template(&format!(
+                "{{bar:40}} {{pos}}/{{len}} {noun}, {{per_sec}}, {{eta}} left"
+            ))
             .expect("the progress template is valid"),
         ),
     };
@@ -54,15 +52,9 @@ pub fn run(
     let outcome = match &mut output {
         Some(file) => {
             let mut writer = std::io::BufWriter::new(file.writer());
-            run_batch(&explainer, open()?, &mut writer, options, progress)?
+            run_batch(batch, open()?, &mut writer, progress)?
         }
-        None => run_batch(
-            &explainer,
-            open()?,
-            &mut std::io::stdout().lock(),
-            options,
-            progress,
-        )?,
+        None => run_batch(batch, open()?, &mut std::io::stdout().lock(), progress)?,
     };
     if let Some(file) = output {
         let path = file.path().display().to_string();
@@ -70,28 +62,42 @@ pub fn run(
             .with_context(|| format!("cannot write {path}"))?;
     }
     bar.finish_and_clear();
-    let seconds = start.elapsed().as_secs_f64();
-    let mut summary = String::new();
-    if options.evaluate.is_some() {
-        summary += &outcome.summary.to_string();
-    }
-    summary += &format!(
-        "{} sentences ({} failed) in {seconds:.2} s: {:.1} sentences/s (forward passes {:.2} s on {}: the model {:.2} s, attention to the host {:.2} s; reports {:.2} s on the host, over {} threads)\n",
-        outcome.examples,
-        outcome.failed,
-        outcome.examples as f64 / seconds.max(1e-9),
-        outcome.forward_seconds,
-        explainer.device_name(),
-        outcome.stages.model,
-        outcome.stages.to_host,
-        outcome.finish_seconds,
-        outcome.workers,
-    );
+    let summary = summary(batch, &outcome, start.elapsed().as_secs_f64());
     match to_file {
         Some(_) => print!("{summary}"),
         None => eprint!("{summary}"),
     }
     Ok(())
+}
+
+/// What the run did: with `--evaluate` the correlation table, then the lines, the time and
+/// where it went.
+fn summary(batch: Batch, outcome: &BatchOutcome, seconds: f64) -> String {
+    let (lines, failed) = (outcome.examples, outcome.failed);
+    let rate = lines as f64 / seconds.max(1e-9);
+    match batch {
+        Batch::Encoder(_, options) => {
+            let table = match options.evaluate {
+                Some(_) => outcome.summary.to_string(),
+                None => String::new(),
+            };
+            format!(
+                "{table}{lines} sentences ({failed} failed) in {seconds:.2} s: {rate:.1} sentences/s (forward passes {:.2} s on {}: the model {:.2} s, attention to the host {:.2} s; reports {:.2} s on the host, over {} threads)\n",
+                outcome.forward_seconds,
+                batch.device_name(),
+                outcome.stages.model,
+                outcome.stages.to_host,
+                outcome.finish_seconds,
+                outcome.workers,
+            )
+        }
+        Batch::Causal(..) => format!(
+            "{lines} prompts ({failed} failed) in {seconds:.2} s: {rate:.1} prompts/s (generating and explaining {:.2} s on {}, over {} threads)\n",
+            outcome.finish_seconds,
+            batch.device_name(),
+            outcome.workers,
+        ),
+    }
 }
 
 /// `-`, which stands for standard input or output.

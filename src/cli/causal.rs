@@ -60,7 +60,9 @@ pub struct CausalArgs {
 }
 
 impl CausalArgs {
-    fn options(&self, relevance: RelevanceOptions, mixings: Vec<Mixing>) -> CausalOptions {
+    /// The library's options for these choices, with `relevance` and the `--mixing` methods;
+    /// with `--sample` and no `--seed`, the seed comes from the clock.
+    pub fn options(&self, relevance: RelevanceOptions, mixings: Vec<Mixing>) -> CausalOptions {
         let decoding = match self.sample {
             true => Decoding::Sample {
                 seed: self.seed.unwrap_or_else(clock_seed),
@@ -81,6 +83,21 @@ impl CausalArgs {
             skip_common: self.skip_common,
             mixings,
         }
+    }
+}
+
+/// The options every line of a batch starts from; with --sample and no --seed, says on
+/// stderr which seed the clock gave.
+pub fn batch_options(args: &CausalArgs, methods: (RelevanceOptions, Vec<Mixing>)) -> CausalOptions {
+    let options = args.options(methods.0, methods.1);
+    say_seed(args, &options);
+    options
+}
+
+/// With --sample and no --seed: the seed the clock gave, for running the same again.
+fn say_seed(args: &CausalArgs, options: &CausalOptions) {
+    if let (Decoding::Sample { seed, .. }, None) = (options.decoding, args.seed) {
+        eprintln!("Sampling with seed {seed}; pass --seed {seed} to get the same tokens again.");
     }
 }
 
@@ -111,13 +128,7 @@ pub fn run(
     eprintln!("Loading {source} (causal LM: generating from the prompt)");
     let explainer = CausalExplainer::load(source, device)?;
     let report = explainer.explain(prompt, &options)?;
-    if let Decoding::Sample { seed, .. } = options.decoding {
-        if args.seed.is_none() {
-            eprintln!(
-                "Sampling with seed {seed}; pass --seed {seed} to get the same tokens again."
-            );
-        }
-    }
+    say_seed(args, &options);
     write_files(&report, args.figure_token, printing.files)?;
     let mut stdout = std::io::stdout().lock();
     let rendered = match printing.json {
@@ -129,8 +140,9 @@ pub fn run(
         .context("cannot write the report to stdout")
 }
 
-/// The figures (SVG or PNG by extension) and the HTML page, for the ranked method.
-fn write_files(
+/// The figures (SVG or PNG by extension) and the HTML page, for the ranked method, of the
+/// generated token `token` (default the last).
+pub fn write_files(
     report: &CausalReport,
     token: Option<usize>,
     files: Vec<(OutputFile, Format)>,

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use bert_explain::{
     attention::read_fused_attention_file,
-    causal::is_causal,
+    batch::Batch,
+    causal::{is_causal, CausalExplainer},
     device,
     explain::{explain_attention, EvaluateOptions, Progress},
     importance::Blank,
@@ -32,6 +33,7 @@ mod options;
 
 use args::{Args, BlankArg, ColorArg, DeviceArg, Fusion};
 
+pub use causal::{write_files as write_causal_outputs, CausalArgs};
 pub use options::refuse_for_task;
 use options::{given, refuse_unused, Mode};
 
@@ -77,6 +79,7 @@ where
 fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
     let source = ModelSource::parse(&args.model, &args.revision);
     let mode = match (&args.input, &args.attention) {
+        (Some(_), _) if is_causal(&source) => Mode::CausalBatch,
         (Some(_), _) => Mode::Batch,
         (None, Some(_)) => Mode::Attention,
         (None, None) if is_causal(&source) => Mode::Causal,
@@ -124,7 +127,14 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         (Mode::Batch, Some(input), _) => {
             let explainer = load_explainer(args, matches, &device)?;
             options.mixing = mixing_for(&explainer, args, options.mixing);
-            return batch::run(args, input, explainer, &options);
+            return batch::run(args, input, Batch::Encoder(&explainer, &options));
+        }
+        (Mode::CausalBatch, Some(input), _) => {
+            let methods = (options.relevance, options.mixing.unwrap_or_default());
+            let options = causal::batch_options(&args.causal, methods);
+            eprintln!("Loading {source} (causal LM: generating from each prompt)");
+            let explainer = CausalExplainer::load(&source, &device)?;
+            return batch::run(args, input, Batch::Causal(&explainer, &options));
         }
         (Mode::Causal, _, Some(text)) => {
             let printing = causal::Printing {

@@ -14,19 +14,21 @@ pub enum Mode {
     Masked,
     /// `--attention FILE`: a saved attention stack, no model.
     Attention,
-    /// `--input FILE.jsonl`: many texts through one masked-LM checkpoint.
+    /// `--input FILE.jsonl`: many texts through one encoder checkpoint.
     Batch,
-    /// A GPT-2 checkpoint continues the prompt.
+    /// A causal checkpoint (GPT-2, Llama, ...) continues the prompt.
     Causal,
+    /// `--input FILE.jsonl` with a causal checkpoint: many prompts continued.
+    CausalBatch,
 }
 
-use Mode::{Attention, Batch, Causal, Masked};
+use Mode::{Attention, Batch, Causal, CausalBatch, Masked};
 
 /// Each option (clap's id: the field name) and the modes that use it; options missing from
 /// the table apply everywhere.
 const APPLIES: &[(&str, &[Mode])] = &[
-    ("model", &[Masked, Batch, Causal]),
-    ("revision", &[Masked, Batch, Causal]),
+    ("model", &[Masked, Batch, Causal, CausalBatch]),
+    ("revision", &[Masked, Batch, Causal, CausalBatch]),
     ("target", &[Masked, Attention, Batch]),
     ("candidates", &[Masked, Batch]),
     ("top_k", &[Masked, Batch]),
@@ -37,23 +39,23 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("pair", &[Masked, Batch]),
     ("pretokenized", &[Masked, Batch]),
     ("tokens", &[Attention]),
-    ("output", &[Batch]),
+    ("output", &[Batch, CausalBatch]),
     ("json", &[Masked, Attention, Causal]),
     ("layers", &[Masked, Attention, Causal]),
     ("all_positions", &[Masked, Attention, Batch]),
-    ("mixing", &[Masked, Batch, Causal]),
+    ("mixing", &[Masked, Batch, Causal, CausalBatch]),
     ("figure", &[Masked, Attention, Causal]),
     ("html", &[Masked, Attention, Causal]),
     ("hide_special", &[Masked, Attention]),
     ("color", &[Masked, Attention]),
-    ("generate", &[Causal]),
-    ("sample", &[Causal]),
-    ("seed", &[Causal]),
-    ("temperature", &[Causal]),
-    ("top_prompt", &[Causal]),
-    ("correction", &[Causal]),
-    ("flow", &[Causal]),
-    ("skip_common", &[Causal]),
+    ("generate", &[Causal, CausalBatch]),
+    ("sample", &[Causal, CausalBatch]),
+    ("seed", &[Causal, CausalBatch]),
+    ("temperature", &[Causal, CausalBatch]),
+    ("top_prompt", &[Causal, CausalBatch]),
+    ("correction", &[Causal, CausalBatch]),
+    ("flow", &[Causal, CausalBatch]),
+    ("skip_common", &[Causal, CausalBatch]),
     ("figure_token", &[Causal]),
 ];
 
@@ -67,8 +69,20 @@ pub fn refuse_unused(matches: &ArgMatches, mode: Mode, model: &str) -> Result<()
         let option = format!("--{}", id.replace('_', "-"));
         let model = model.to_string();
         return Err(match mode {
-            Masked if modes == &[Causal] => Error::CausalOptionForBert { option, model },
-            Causal => Error::BertOptionForCausal { option, model },
+            Masked | Batch if modes.iter().all(|m| matches!(m, Causal | CausalBatch)) => {
+                Error::CausalOptionForBert { option, model }
+            }
+            Causal | CausalBatch if !modes.iter().any(|m| matches!(m, Causal | CausalBatch)) => {
+                Error::BertOptionForCausal { option, model }
+            }
+            Causal => Error::OptionNotUsed {
+                option,
+                why: "without --input",
+            },
+            CausalBatch => Error::OptionNotUsed {
+                option,
+                why: "in batch mode (--input), which writes one JSON report per prompt",
+            },
             Attention => Error::OptionNotUsed {
                 option,
                 why: "with --attention, which explains a saved attention stack without running a model",
