@@ -67,6 +67,12 @@ pub enum Error {
     #[error("--pretokenized: the token {token:?} is not in the model's vocabulary; give tokens exactly as the vocabulary spells them, separated by spaces")]
     UnknownToken { token: String },
 
+    #[error("{0}")]
+    Request(String),
+
+    #[error("layer {layer} is out of range: the model has layers 1 to {layers}")]
+    LayerOutOfRange { layer: usize, layers: usize },
+
     #[error("{path} describes a causal language model (GPT-2, Llama, ...), not an encoder; load it as a causal model (the command line and Python's Explainer choose by config.json's model_type)")]
     CausalModelInBertMode { path: PathBuf },
 
@@ -218,6 +224,8 @@ impl Error {
                 | Error::PromptTooLong { .. }
                 | Error::GenerationTooLong { .. }
                 | Error::CausalOptionForBert { .. }
+                | Error::LayerOutOfRange { .. }
+                | Error::Request(_)
                 | Error::BertOptionForCausal { .. }
                 | Error::OptionNotUsed { .. }
                 | Error::NoMaskToken { .. }

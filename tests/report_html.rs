@@ -11,38 +11,6 @@ use std::process::Command;
 
 use common::{bin, repo, AttentionFixture};
 
-/// Why the browser check cannot run, if it cannot.
-fn missing_browser() -> Option<String> {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    if !Path::new(&chromium).exists() {
-        return Some(format!("{chromium} does not exist"));
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        return Some("node is not on PATH".into());
-    }
-    let playwright = repo().join("tests/browser/node_modules/playwright-core");
-    if !playwright.exists() {
-        return Some(format!("{} is missing", playwright.display()));
-    }
-    None
-}
-
-/// Whether to go on: panics when the browser is missing, unless skipping is asked for.
-fn browser_available() -> bool {
-    let Some(reason) = missing_browser() else {
-        return true;
-    };
-    if std::env::var("BERT_EXPLAIN_SKIP_BROWSER").is_ok_and(|v| v == "1") {
-        eprintln!("skipped: the HTML report is not checked in Chromium ({reason}; BERT_EXPLAIN_SKIP_BROWSER=1)");
-        return false;
-    }
-    panic!(
-        "cannot check the HTML report in Chromium: {reason}. Run scripts/setup-browser.sh \
-         (apt-get install chromium, npm ci in tests/browser), or set BERT_EXPLAIN_SKIP_BROWSER=1 \
-         to skip this test"
-    );
-}
-
 fn out_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");
     std::fs::create_dir_all(&dir).unwrap();
@@ -81,7 +49,7 @@ fn check_in_browser(name: &str, args: &[&str]) -> PathBuf {
 
 #[test]
 fn page_with_a_prediction_works_in_chromium() {
-    if !browser_available() {
+    if !common::browser_available() {
         return;
     }
     let model = repo().join("models/tiny-bert-modern");
@@ -98,7 +66,7 @@ fn page_with_a_prediction_works_in_chromium() {
 /// `--attention` input (no prediction) with `--hide-special` and `--all-positions`.
 #[test]
 fn page_from_an_attention_file_works_in_chromium() {
-    if !browser_available() {
+    if !common::browser_available() {
         return;
     }
     let fixture = AttentionFixture::load("encoder-flowers");
@@ -121,7 +89,7 @@ fn page_from_an_attention_file_works_in_chromium() {
 /// `--mixing all`: the mixing switch shows each method's maps.
 #[test]
 fn page_with_every_method_works_in_chromium() {
-    if !browser_available() {
+    if !common::browser_available() {
         return;
     }
     let model = repo().join("models/tiny-bert-modern");

@@ -5,12 +5,12 @@
 use std::io::Cursor;
 
 use bert_explain::batch::{explain_record, is_blank, Batch};
-use bert_explain::causal::{is_causal, CausalExplainer};
+use bert_explain::causal::CausalExplainer;
 use bert_explain::cli::{output_files, refuse_for_task, write_causal_outputs, write_outputs};
 use bert_explain::evaluate::{Evaluation, Summary};
 use bert_explain::input::{Lines, LINE_LIMIT};
 use bert_explain::report::View;
-use bert_explain::{DeviceChoice, ModelSource};
+use bert_explain::{DeviceChoice, Loaded, ModelSource};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -54,13 +54,6 @@ const CAUSAL_LINE_OPTIONS: &[&str] = &[
 ];
 /// The outputs one prompt may have besides its report.
 const CAUSAL_OUTPUT_OPTIONS: &[&str] = &["figure", "html", "figure_token"];
-
-/// What was loaded: an encoder (masked word, label, replaced token) or a causal language
-/// model (generation), chosen by config.json's `model_type` as the command line chooses.
-enum Loaded {
-    Encoder(Box<bert_explain::Explainer>),
-    Causal(Box<CausalExplainer>),
-}
 
 /// A checkpoint loaded once (as batch mode loads it), explaining any number of texts.
 #[pyclass(module = "bert_explain._native", frozen)]
@@ -144,16 +137,7 @@ impl Explainer {
         };
         let source = ModelSource::parse(model, revision);
         let inner = py
-            .detach(|| -> bert_explain::Result<Loaded> {
-                let device = bert_explain::device(choice)?;
-                Ok(match is_causal(&source) {
-                    true => Loaded::Causal(Box::new(CausalExplainer::load(&source, &device)?)),
-                    false => {
-                        let encoder = bert_explain::Explainer::load(&source, &device)?;
-                        Loaded::Encoder(Box::new(encoder))
-                    }
-                })
-            })
+            .detach(|| Loaded::load(&source, &bert_explain::device(choice)?))
             .map_err(to_py)?;
         Ok(Self {
             inner,
@@ -171,19 +155,13 @@ impl Explainer {
     /// `causal-lm`.
     #[getter]
     fn task(&self) -> &'static str {
-        match &self.inner {
-            Loaded::Encoder(inner) => inner.task().name(),
-            Loaded::Causal(_) => "causal-lm",
-        }
+        self.inner.task_name()
     }
 
     /// The model family (`bert`, `roberta`, ..., `gpt2`, `llama`, ...).
     #[getter]
     fn family(&self) -> &'static str {
-        match &self.inner {
-            Loaded::Encoder(inner) => inner.family(),
-            Loaded::Causal(inner) => inner.family(),
-        }
+        self.inner.family()
     }
 
     /// The JSON report of each text (a causal model's prompt), as `bert-explain --json`

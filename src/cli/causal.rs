@@ -147,33 +147,42 @@ pub fn write_files(
     token: Option<usize>,
     files: Vec<(OutputFile, Format)>,
 ) -> anyhow::Result<()> {
-    if files.is_empty() {
-        return Ok(());
-    }
-    let g = report.generated_tokens.len();
-    let k = token.unwrap_or(g - 1);
-    if k >= g {
-        anyhow::bail!(
-            "--figure-token {k} is out of range: generation stopped at the end-of-text token after {g} tokens (0 to {}); choose one of those",
-            g - 1
-        );
-    }
-    let method = CausalMethod::from_name(&report.ranking.method).unwrap_or(CausalMethod::Rollout);
-    let figure = causal_figure(report, method, k).context("the report has no map to draw")?;
     for (file, format) in files {
-        let bytes = match format {
-            Format::Png => rasterise(&figure, 2.0)?,
-            Format::Svg => figure.clone().into_bytes(),
-            Format::Html => causal_html(report, method, k)
-                .context("the report has no map to draw")?
-                .into_bytes(),
-        };
+        let bytes = file_bytes(report, token, format)?;
         let path = file.path().display().to_string();
         file.finish_bytes(&bytes)
             .with_context(|| format!("cannot write {path}"))?;
         eprintln!("Wrote {path}");
     }
     Ok(())
+}
+
+/// The figure (SVG or PNG) or the page of the ranked method for the generated token `token`
+/// (default the last).
+pub fn file_bytes(
+    report: &CausalReport,
+    token: Option<usize>,
+    format: Format,
+) -> anyhow::Result<Vec<u8>> {
+    let g = report.generated_tokens.len();
+    let k = token.unwrap_or(g.saturating_sub(1));
+    if k >= g {
+        anyhow::bail!(
+            "--figure-token {k} is out of range: generation stopped at the end-of-text token after {g} tokens (0 to {}); choose one of those",
+            g.saturating_sub(1)
+        );
+    }
+    let method = CausalMethod::from_name(&report.ranking.method).unwrap_or(CausalMethod::Rollout);
+    let missing = "the report has no map to draw";
+    Ok(match format {
+        Format::Png => rasterise(&causal_figure(report, method, k).context(missing)?, 2.0)?,
+        Format::Svg => causal_figure(report, method, k)
+            .context(missing)?
+            .into_bytes(),
+        Format::Html => causal_html(report, method, k)
+            .context(missing)?
+            .into_bytes(),
+    })
 }
 
 fn clock_seed() -> u64 {

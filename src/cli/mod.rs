@@ -23,13 +23,14 @@ use bert_explain::{
     DeviceChoice, Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource,
     RelevanceOptions, Renderer, Report, Terminal,
 };
-use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
 
 mod args;
 mod batch;
 mod causal;
 mod options;
+mod serve;
 
 use args::{Args, BlankArg, ColorArg, DeviceArg, Fusion};
 
@@ -46,6 +47,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(1).is_some_and(|word| word == "serve") {
+        return serve_main(&args[1..]);
+    }
     let parsed = Args::command()
         .try_get_matches_from(args)
         .and_then(|matches| Ok((Args::from_arg_matches(&matches)?, matches)));
@@ -58,7 +63,26 @@ where
         }
     };
     remove_partial_outputs_on_interrupt();
-    let status = match run(&args, &matches) {
+    finish(run(&args, &matches))
+}
+
+/// `bert-explain serve ...` (`args` from the word `serve` on).
+fn serve_main(args: &[std::ffi::OsString]) -> u8 {
+    match serve::ServeArgs::try_parse_from(args) {
+        Ok(args) => {
+            remove_partial_outputs_on_interrupt();
+            finish(serve::run(args))
+        }
+        Err(err) => {
+            let _ = err.print();
+            err.exit_code() as u8
+        }
+    }
+}
+
+/// The exit status of a run, with its error printed.
+fn finish(outcome: anyhow::Result<()>) -> u8 {
+    let status = match outcome {
         Ok(()) => 0,
         Err(err) => {
             // Messages may quote a checkpoint's tokens: nothing in them may act on the terminal.
@@ -94,35 +118,9 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         DeviceArg::Cuda => DeviceChoice::Cuda,
         DeviceArg::Metal => DeviceChoice::Metal,
     })?;
-    let mut options = ExplainOptions {
-        target: args.target,
-        pair: args.pair.clone(),
-        pretokenized: args.pretokenized,
-        candidates: args.candidates.clone(),
-        top_k: args.top_k,
-        relevance: RelevanceOptions {
-            fusion: match args.fusion {
-                Fusion::Mean => HeadFusion::Mean,
-                Fusion::Max => HeadFusion::Max,
-                Fusion::Min => HeadFusion::Min,
-            },
-            residual: args.residual,
-        },
-        all_positions: args.all_positions,
-        // Batch mode has its own bar, one step per line.
-        progress: (mode != Mode::Batch).then(flow_progress),
-        mixing: args.mixing.as_deref().map(Mixing::parse_list).transpose()?,
-        evaluate: args.evaluate.then(|| EvaluateOptions {
-            word: args.importance_word.clone(),
-            label: args.label.clone(),
-            blank: match args.blank {
-                BlankArg::Unk => Blank::Unk,
-                BlankArg::Mask => Blank::Mask,
-            },
-            without_specials: args.correlate_without_specials,
-            ig_steps: args.ig_steps,
-        }),
-    };
+    let mut options = explain_options(args)?;
+    // Batch mode has its own bar, one step per line.
+    options.progress = (mode != Mode::Batch).then(flow_progress);
     match (mode, &args.input, &args.text) {
         (Mode::Batch, Some(input), _) => {
             let explainer = load_explainer(args, matches, &device)?;
@@ -185,6 +183,38 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         .render(&view, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("cannot write the report to stdout")
+}
+
+/// The library's options for an encoder from the command line's (no progress bar).
+fn explain_options(args: &Args) -> anyhow::Result<ExplainOptions> {
+    Ok(ExplainOptions {
+        target: args.target,
+        pair: args.pair.clone(),
+        pretokenized: args.pretokenized,
+        candidates: args.candidates.clone(),
+        top_k: args.top_k,
+        relevance: RelevanceOptions {
+            fusion: match args.fusion {
+                Fusion::Mean => HeadFusion::Mean,
+                Fusion::Max => HeadFusion::Max,
+                Fusion::Min => HeadFusion::Min,
+            },
+            residual: args.residual,
+        },
+        all_positions: args.all_positions,
+        progress: None,
+        mixing: args.mixing.as_deref().map(Mixing::parse_list).transpose()?,
+        evaluate: args.evaluate.then(|| EvaluateOptions {
+            word: args.importance_word.clone(),
+            label: args.label.clone(),
+            blank: match args.blank {
+                BlankArg::Unk => Blank::Unk,
+                BlankArg::Mask => Blank::Mask,
+            },
+            without_specials: args.correlate_without_specials,
+            ig_steps: args.ig_steps,
+        }),
+    })
 }
 
 /// `--mixing all` is every method that applies to the model: the others are left out, each

@@ -342,6 +342,36 @@ impl Explainer {
         Ok(report)
     }
 
+    /// Every head's attention in layer `layer` (1 to L) for `text`, `[H][n][n]` on the host,
+    /// with the tokens: what a head view draws. One forward pass.
+    pub fn layer_heads(
+        &self,
+        text: &str,
+        options: &ExplainOptions,
+        layer: usize,
+    ) -> Result<LayerHeads> {
+        let prepared = self.prepare(text, options)?;
+        let output = self.model.forward(
+            &prepared.input,
+            Some(&prepared.types),
+            prepared.target,
+            Keep::default(),
+        )?;
+        let attentions = output.attentions();
+        let layers = attentions.len();
+        let Some(probs) = layer.checked_sub(1).and_then(|l| attentions.get(l)) else {
+            return Err(Error::LayerOutOfRange { layer, layers });
+        };
+        let heads = probs
+            .squeeze(0)?
+            .to_dtype(candle_core::DType::F64)?
+            .to_vec3::<f64>()?;
+        Ok(LayerHeads {
+            tokens: prepared.encoding.tokens,
+            heads,
+        })
+    }
+
     /// The head's prediction for `text` without any relevance map, at the cost of one
     /// forward pass: what [`Explainer::explain`] reports as `prediction` (`None`: no head).
     pub fn predict(&self, text: &str, options: &ExplainOptions) -> Result<Option<Prediction>> {
@@ -459,6 +489,14 @@ impl Explainer {
 }
 
 /// A text after the forward pass ([`Explainer::forward`]), its attention on the host: what
+/// Every head's attention in one layer ([`Explainer::layer_heads`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LayerHeads {
+    pub tokens: Vec<String>,
+    /// `[H][n][n]`: row i is what position i attends.
+    pub heads: Vec<Vec<Vec<f64>>>,
+}
+
 /// [`Explainer::finish`] makes the report of. It holds nothing on the device, so that any
 /// thread may finish it.
 pub struct Forwarded {

@@ -270,3 +270,41 @@ impl AttentionFixture {
         candle_core::Tensor::from_vec(flat, dims, &candle_core::Device::Cpu).unwrap()
     }
 }
+
+/// Why the browser check cannot run, if it cannot.
+pub fn missing_browser() -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !Path::new(&chromium).exists() {
+        return Some(format!("{chromium} does not exist"));
+    }
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return Some("node is not on PATH".into());
+    }
+    let playwright = repo().join("tests/browser/node_modules/playwright-core");
+    if !playwright.exists() {
+        return Some(format!("{} is missing", playwright.display()));
+    }
+    None
+}
+
+/// Whether to go on: panics when the browser is missing, unless skipping is asked for.
+pub fn browser_available() -> bool {
+    let Some(reason) = missing_browser() else {
+        return true;
+    };
+    if std::env::var("BERT_EXPLAIN_SKIP_BROWSER").is_ok_and(|v| v == "1") {
+        eprintln!(
+            "skipped: the page is not checked in Chromium ({reason}; BERT_EXPLAIN_SKIP_BROWSER=1)"
+        );
+        return false;
+    }
+    panic!(
+        "cannot check the page in Chromium: {reason}. Run scripts/setup-browser.sh \
+         (apt-get install chromium, npm ci in tests/browser), or set BERT_EXPLAIN_SKIP_BROWSER=1 \
+         to skip this test"
+    );
+}

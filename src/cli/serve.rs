@@ -1,0 +1,399 @@
+//! `bert-explain serve`: one model loaded once behind a local page (the explorer) and a JSON
+//! API that scripts can call too.
+//!
+//! A request's options are the command line's, as JSON keys (`top_k` for `--top-k`): they
+//! are turned back into the command line's arguments and parsed and checked by the same code,
+//! so a request is refused exactly where the command would be, with its message.
+//!
+//! - `GET /`: the explorer (one self-contained page: no CDN, no network).
+//! - `GET /api/info`: the model, its family and task.
+//! - `POST /api/explain` `{"text": …, options…}`: the report of `bert-explain --json` (SPEC §4;
+//!   a causal model's for a prompt).
+//! - `POST /api/figure?format=svg|png|html`, same body: the figure or the `--html` page.
+//! - `POST /api/heads` `{"text": …, "layer": l, options…}`: every head's attention in layer l,
+//!   `{"tokens": [...], "heads": [H][n][n]}` (encoders).
+//!
+//! A mistake in the request is a 400 with the command line's message (`{"error": …}`),
+//! anything else a 500; bodies over a mebibyte are refused. A few threads answer, each
+//! request explained on one of them, so concurrent requests queue rather than pile up.
+
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use anyhow::Context;
+use bert_explain::report::{Format, Json, View};
+use bert_explain::{device, DeviceChoice, Error, Loaded, ModelSource, Renderer};
+use clap::{CommandFactory, FromArgMatches, Parser};
+use serde_json::Value;
+use tiny_http::{Header, Method, Request, Response, Server};
+
+use super::args::{Args, DeviceArg};
+use super::options::{given, refuse_for_task, refuse_unused, Mode};
+use super::{causal, explain_options, mixing_for};
+
+/// The page, with its script and styles inline.
+const PAGE: &str = include_str!("serve/page.html");
+const SCRIPT: &str = include_str!("serve/page.js");
+const STYLE: &str = include_str!("serve/page.css");
+/// The largest request body read.
+const BODY_LIMIT: u64 = 1 << 20;
+/// How many requests are explained at once.
+const WORKERS: usize = 2;
+
+/// Explore a model in the browser: loads it once and serves a local page and a JSON API.
+#[derive(Parser, Debug)]
+#[command(name = "bert-explain serve", version)]
+pub struct ServeArgs {
+    /// Hugging Face Hub id or a local checkpoint folder.
+    #[arg(long, default_value = "bert-base-uncased")]
+    pub model: String,
+
+    /// Hub revision (branch, tag or commit).
+    #[arg(long, default_value = "main")]
+    pub revision: String,
+
+    /// The port to listen on (0: any free one).
+    #[arg(long, default_value_t = 8765)]
+    pub port: u16,
+
+    /// The address to listen on. The default answers this machine only; any other lets
+    /// whoever reaches it run the model.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    pub host: IpAddr,
+
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+}
+
+/// Runs `bert-explain serve` on its arguments (after the word `serve`) until interrupted.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let device = device(match args.device {
+        DeviceArg::Auto => DeviceChoice::Auto,
+        DeviceArg::Cpu => DeviceChoice::Cpu,
+        DeviceArg::Cuda => DeviceChoice::Cuda,
+        DeviceArg::Metal => DeviceChoice::Metal,
+    })?;
+    let source = ModelSource::parse(&args.model, &args.revision);
+    eprintln!("Loading {source}");
+    let loaded = Loaded::load(&source, &device)?;
+    let address = SocketAddr::new(args.host, args.port);
+    let server = Server::http(address)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("cannot listen on {address}; choose another --port"))?;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .context("the server listens on an IP address")?;
+    if !args.host.is_loopback() {
+        eprintln!("Note: listening on {}, not only this machine: anyone who reaches it can run the model.", args.host);
+    }
+    println!(
+        "Serving {source} ({} {}) at http://{bound}/ (Ctrl-C stops it)",
+        loaded.family(),
+        loaded.task_name()
+    );
+    let state = Arc::new(State {
+        loaded,
+        model: source.to_string(),
+        server,
+    });
+    std::thread::scope(|scope| {
+        for _ in 0..WORKERS {
+            let state = Arc::clone(&state);
+            scope.spawn(move || state.answer_all());
+        }
+    });
+    Ok(())
+}
+
+/// What every request reads.
+struct State {
+    loaded: Loaded,
+    /// The model as reports name it.
+    model: String,
+    server: Server,
+}
+
+/// A response's body and content type, or an error's status and message.
+type Answer = Result<(Vec<u8>, &'static str), (u16, String)>;
+
+impl State {
+    /// Answers requests until the server stops.
+    fn answer_all(&self) {
+        for mut request in self.server.incoming_requests() {
+            let answer = self.answer(&mut request);
+            let response = match answer {
+                Ok((body, kind)) => Response::from_data(body).with_header(header(kind)),
+                Err((status, message)) => {
+                    let body = serde_json::json!({ "error": message }).to_string();
+                    Response::from_data(body.into_bytes())
+                        .with_status_code(status)
+                        .with_header(header("application/json"))
+                }
+            };
+            // The client may have gone; nothing to do then.
+            let _ = request.respond(response);
+        }
+    }
+
+    fn answer(&self, request: &mut Request) -> Answer {
+        let (path, query) = request.url().split_once('?').unwrap_or((request.url(), ""));
+        let (path, query) = (path.to_string(), query.to_string());
+        match (request.method(), path.as_str()) {
+            (Method::Get, "/") => Ok((page().into_bytes(), "text/html; charset=utf-8")),
+            (Method::Get, "/api/info") => Ok((self.info().into_bytes(), "application/json")),
+            (Method::Post, "/api/explain" | "/api/figure" | "/api/heads") => {
+                let body = read_body(request)?;
+                match path.as_str() {
+                    "/api/explain" => self.explain(&body, None),
+                    "/api/figure" => self.explain(&body, Some(format_of(&query)?)),
+                    _ => self.heads(&body),
+                }
+                .map_err(|e| status_of(&e))
+            }
+            (_, "/" | "/api/info" | "/api/explain" | "/api/figure" | "/api/heads") => {
+                Err((405, format!("{path} does not take this method")))
+            }
+            _ => Err((404, format!("{path} is not here; the page is at /"))),
+        }
+    }
+
+    fn info(&self) -> String {
+        serde_json::json!({
+            "model": self.model,
+            "family": self.loaded.family(),
+            "task": self.loaded.task_name(),
+        })
+        .to_string()
+    }
+
+    /// The report of the request (its JSON), or with `format` its figure or page (of a
+    /// causal model's generated token `figure_token`, default the last).
+    fn explain(
+        &self,
+        body: &Value,
+        format: Option<Format>,
+    ) -> anyhow::Result<(Vec<u8>, &'static str)> {
+        let skip: &[&str] = match format {
+            Some(_) => &["figure_token"],
+            None => &[],
+        };
+        let (args, matches) = self.arguments(body, skip)?;
+        let text = args.text.clone().unwrap_or_default();
+        let mut options = explain_options(&args)?;
+        let mut bytes = Vec::new();
+        match &self.loaded {
+            Loaded::Encoder(explainer) => {
+                refuse_unused(&matches, Mode::Masked, &self.model)?;
+                refuse_for_task(|id| given(&matches, id), explainer.task(), &self.model)?;
+                options.mixing = mixing_for(explainer, &args, options.mixing);
+                let report = explainer.explain(&text, &options)?;
+                let view = match args.hide_special {
+                    true => View::hide_special(report),
+                    false => View::full(report),
+                };
+                match format {
+                    None => Json.render(&view, &mut bytes)?,
+                    Some(format) => format.renderer().render(&view, &mut bytes)?,
+                }
+            }
+            Loaded::Causal(explainer) => {
+                refuse_unused(&matches, Mode::Causal, &self.model)?;
+                let mixing = options.mixing.unwrap_or_default();
+                let causal = args.causal.options(options.relevance, mixing);
+                let report = explainer.explain(&text, &causal)?;
+                bytes = match format {
+                    None => serde_json::to_vec(&report)?,
+                    Some(format) => {
+                        let token = body.get("figure_token").and_then(Value::as_u64);
+                        causal::file_bytes(&report, token.map(|t| t as usize), format)?
+                    }
+                };
+            }
+        }
+        Ok((bytes, content_type(format)))
+    }
+
+    /// Every head's attention in the request's layer.
+    fn heads(&self, body: &Value) -> anyhow::Result<(Vec<u8>, &'static str)> {
+        let Loaded::Encoder(explainer) = &self.loaded else {
+            return Err(Error::OptionNotUsed {
+                option: "the head view".into(),
+                why: "for a causal model (its heads are in the report's sequence only)",
+            }
+            .into());
+        };
+        let layer = body.get("layer").and_then(Value::as_u64).ok_or_else(|| {
+            Error::Request(
+                "\"layer\" (1 to the model's layers) is missing or not a whole number".into(),
+            )
+        })?;
+        let (args, matches) = self.arguments(body, &["layer"])?;
+        refuse_unused(&matches, Mode::Masked, &self.model)?;
+        let text = args.text.clone().unwrap_or_default();
+        let options = explain_options(&args)?;
+        let found = explainer.layer_heads(&text, &options, layer as usize)?;
+        let json =
+            serde_json::json!({ "layer": layer, "tokens": found.tokens, "heads": found.heads });
+        Ok((json.to_string().into_bytes(), "application/json"))
+    }
+
+    /// The request as the command line's arguments, parsed and checked by its parser: each
+    /// key an option (`top_k` is `--top-k`; `true` a flag, a list comma-separated), `text`
+    /// the text; keys in `skip` are the endpoint's own.
+    fn arguments(&self, body: &Value, skip: &[&str]) -> anyhow::Result<(Args, clap::ArgMatches)> {
+        let Some(fields) = body.as_object() else {
+            return Err(
+                Error::Request("the body is not a JSON object with \"text\"".into()).into(),
+            );
+        };
+        let mut argv = vec![
+            "bert-explain".to_string(),
+            "--model".into(),
+            self.model.clone(),
+        ];
+        let mut text = None;
+        for (key, value) in fields {
+            if skip.contains(&key.as_str()) {
+                continue;
+            }
+            if key == "text" {
+                text = Some(
+                    value
+                        .as_str()
+                        .ok_or_else(|| Error::Request("\"text\" is not a string".into()))?,
+                );
+                continue;
+            }
+            if !REQUEST_OPTIONS.contains(&key.as_str()) {
+                return Err(Error::Request(format!(
+                    "\"{key}\" is not an option here; the options are {}",
+                    REQUEST_OPTIONS.join(", ")
+                ))
+                .into());
+            }
+            let flag = format!("--{}", key.replace('_', "-"));
+            match value {
+                Value::Null | Value::Bool(false) => {}
+                Value::Bool(true) => argv.push(flag),
+                Value::Number(n) => argv.extend([flag, n.to_string()]),
+                Value::String(s) => argv.extend([flag, s.clone()]),
+                Value::Array(items) => {
+                    let items: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
+                    let items = items.ok_or_else(|| {
+                        Error::Request(format!("\"{key}\" is not a list of strings"))
+                    })?;
+                    argv.extend([flag, items.join(",")]);
+                }
+                Value::Object(_) => {
+                    return Err(Error::Request(format!("\"{key}\" is not a value")).into())
+                }
+            }
+        }
+        let text = text.ok_or_else(|| Error::Request("\"text\" is missing".into()))?;
+        // After "--", a text starting with "-" is still the text.
+        argv.extend(["--".to_string(), text.to_string()]);
+        let matches = Args::command()
+            .try_get_matches_from(argv)
+            .map_err(|e| Error::Request(clap_message(&e)))?;
+        let args =
+            Args::from_arg_matches(&matches).map_err(|e| Error::Request(clap_message(&e)))?;
+        Ok((args, matches))
+    }
+}
+
+/// The command line's options a request may give (the others name files or the terminal).
+const REQUEST_OPTIONS: &[&str] = &[
+    "target",
+    "pair",
+    "pretokenized",
+    "candidates",
+    "top_k",
+    "all_positions",
+    "mixing",
+    "fusion",
+    "residual",
+    "evaluate",
+    "importance_word",
+    "label",
+    "blank",
+    "correlate_without_specials",
+    "ig_steps",
+    "hide_special",
+    "generate",
+    "sample",
+    "seed",
+    "temperature",
+    "top_prompt",
+    "correction",
+    "flow",
+    "skip_common",
+    "figure_token",
+];
+
+/// Clap's message on one line, without its usage lines and "error: " prefix.
+fn clap_message(err: &clap::Error) -> String {
+    let text = err.to_string();
+    let lines = text.lines().take_while(|line| !line.trim().is_empty());
+    let message = lines.map(str::trim).collect::<Vec<_>>().join(" ");
+    message
+        .strip_prefix("error: ")
+        .unwrap_or(&message)
+        .to_string()
+}
+
+/// The page with its script and styles.
+fn page() -> String {
+    PAGE.replace("/*STYLE*/", STYLE)
+        .replace("/*SCRIPT*/", SCRIPT)
+}
+
+fn header(kind: &str) -> Header {
+    Header::from_bytes("Content-Type", kind).expect("the content types are valid headers")
+}
+
+/// The content type of a report (`None`) or of a file format.
+fn content_type(format: Option<Format>) -> &'static str {
+    match format {
+        None => "application/json",
+        Some(Format::Svg) => "image/svg+xml",
+        Some(Format::Png) => "image/png",
+        Some(Format::Html) => "text/html; charset=utf-8",
+    }
+}
+
+/// `format=svg|png|html` from the query.
+fn format_of(query: &str) -> Result<Format, (u16, String)> {
+    let format = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("format="))
+        .unwrap_or("svg");
+    match format {
+        "svg" => Ok(Format::Svg),
+        "png" => Ok(Format::Png),
+        "html" => Ok(Format::Html),
+        other => Err((400, format!("format={other} is not svg, png or html"))),
+    }
+}
+
+/// The request's body as JSON, at most [`BODY_LIMIT`] bytes.
+fn read_body(request: &mut Request) -> Result<Value, (u16, String)> {
+    let mut bytes = Vec::new();
+    let reader = request.as_reader();
+    reader
+        .take(BODY_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| (400, format!("cannot read the request: {e}")))?;
+    if bytes.len() as u64 > BODY_LIMIT {
+        return Err((413, format!("the request is over {BODY_LIMIT} bytes")));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| (400, format!("the body is not JSON: {e}")))
+}
+
+/// 400 for a mistake in the request (the command line's exit status 2), else 500.
+fn status_of(err: &anyhow::Error) -> (u16, String) {
+    let usage = err.downcast_ref::<Error>().is_some_and(Error::is_usage);
+    (if usage { 400 } else { 500 }, format!("{err:#}"))
+}

@@ -1,0 +1,130 @@
+// Drives `bert-explain serve`'s explorer in headless Chromium (Debian's /usr/bin/chromium,
+// playwright-core) and checks what it shows against the command line's JSON reports:
+// type a sentence and explain it, the flow at the last layer on the page equals the
+// report's; click a token, the page explains that position; switch method, aggregation and
+// layer; the head view draws lines for every head; compare shows two panes. No console
+// errors and no request leaves the server. Writes a screenshot.
+//
+// Usage: node check-explorer.mjs URL EXPECTED.json SCREENSHOT.png
+//   EXPECTED.json: {"text", "second", "click", "layers", "heads", "mask": report,
+//   "clicked": report at position click, "both": report with --mixing norm}
+// Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const [url, expected_path, screenshot] = process.argv.slice(2);
+if (!url || !expected_path || !screenshot) {
+  console.error("usage: node check-explorer.mjs URL EXPECTED.json SCREENSHOT.png");
+  process.exit(2);
+}
+const expected = JSON.parse(readFileSync(expected_path, "utf8"));
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const profile = mkdtempSync(join(tmpdir(), "bert-explain-chromium-"));
+const failures = [];
+const check = (ok, message) => { if (!ok) failures.push(message); };
+const close = (a, b) => Math.abs(a - b) <= 1e-9 + 1e-9 * Math.abs(b);
+
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath,
+  headless: true,
+  viewport: { width: 1280, height: 1000 },
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+const seen = {};
+const pageErrors = [];
+try {
+  const page = await browser.newPage();
+  const errors = pageErrors;
+  const requests = [];
+  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") errors.push(`console ${m.type()}: ${m.text()}`); });
+  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+  page.on("request", (r) => { if (!r.url().startsWith(url) && !r.url().startsWith("blob:")) requests.push(r.url()); });
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("body[data-started=true]", { timeout: 10000 });
+
+  // The values the first pane shows, by token.
+  const shown = () => page.$$eval("[data-pane='0'] .token[data-index]", (spans) =>
+    spans.map((s) => Number(s.dataset.value)));
+  const explained = async (action) => {
+    await page.evaluate(() => { document.body.dataset.ready = "false"; });
+    await action();
+    await page.waitForSelector("body[data-ready=true]", { timeout: 20000 });
+  };
+  const compare = (got, want, what) => {
+    check(got.length === want.length, `${what}: ${got.length} tokens on the page, ${want.length} in the report`);
+    got.forEach((g, j) => check(close(g, want[j]), `${what}: token ${j} shows ${g}, the report has ${want[j]}`));
+  };
+
+  // Type, with the norm method on, and explain.
+  await page.fill("#text-a", expected.text);
+  await page.check("#mixings input[value=norm]");
+  await explained(() => page.click("#explain"));
+  const L = expected.layers;
+  compare(await shown(), expected.both.relevance.flow[L - 1], "flow at the last layer");
+  seen.tokens = (await shown()).length;
+
+  // Method, aggregation and layer.
+  await explained(() => page.selectOption("#mixing", "norm"));
+  compare(await shown(), expected.both.methods.norm.flow[L - 1], "norm flow");
+  await explained(() => page.selectOption("#aggregation", "rollout"));
+  compare(await shown(), expected.both.methods.norm.rollout[L - 1], "norm rollout");
+  await explained(async () => {
+    await page.$eval("#layer", (input) => { input.value = "1"; input.dispatchEvent(new Event("input")); });
+  });
+  compare(await shown(), expected.both.methods.norm.rollout[0], "norm rollout at layer 1");
+  const cells = await page.$$eval("[data-pane='0'] table.heatmap td", (tds) => tds.length);
+  check(cells === L * expected.both.tokens.length, `${cells} heatmap cells, not layers × tokens`);
+
+  // The head view at layer 1: every head draws lines; hiding a head removes its lines.
+  const perHead = await page.$$eval("#heads line", (lines) => {
+    const counts = {};
+    for (const l of lines) counts[l.dataset.head] = (counts[l.dataset.head] || 0) + 1;
+    return counts;
+  });
+  seen.head_lines = perHead;
+  for (let h = 0; h < expected.heads; h++) check((perHead[h] || 0) > 0, `head ${h + 1} draws no line`);
+  await page.click("#head-toggles input[data-head='0']");
+  const hidden = await page.$$eval("#heads line[data-head='0']", (lines) => lines.length);
+  check(hidden === 0, `head 1 still draws ${hidden} lines once hidden`);
+
+  // Back to attention flow at the last layer; click a token: that position is explained.
+  await explained(() => page.selectOption("#mixing", "attention"));
+  await explained(() => page.selectOption("#aggregation", "flow"));
+  await explained(async () => {
+    await page.$eval("#layer", (input, l) => { input.value = String(l); input.dispatchEvent(new Event("input")); }, L);
+  });
+  await explained(() => page.click(`[data-pane='0'] .token[data-index='${expected.click}']`));
+  const target = await page.$eval("[data-pane='0'] .token.target", (s) => Number(s.dataset.index));
+  check(target === expected.click, `the clicked token ${expected.click} is not the target (${target})`);
+  compare(await shown(), expected.clicked.relevance.flow[L - 1], `flow from the clicked token`);
+
+  // Compare two texts.
+  await page.check("#compare");
+  await page.fill("#text-b", expected.second);
+  await explained(() => page.click("#explain"));
+  const panes = await page.$$eval(".pane", (p) => p.length);
+  check(panes === 2, `${panes} panes when comparing two texts`);
+
+  await page.screenshot({ path: screenshot, fullPage: true });
+  check(errors.length === 0, `errors: ${errors.join("; ")}`);
+  check(requests.length === 0, `requests outside the server: ${requests.join(", ")}`);
+  seen.panes = panes;
+} catch (e) {
+  failures.push(`the page failed: ${e.message}`);
+  const page = browser.pages()[0];
+  if (page) failures.push(`the page says: ${await page.$eval("#error", (p) => p.textContent).catch(() => "")}`);
+  failures.push(...pageErrors);
+} finally {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+console.log(JSON.stringify(seen));
+if (failures.length > 0) {
+  console.error(failures.join("\n"));
+  process.exit(1);
+}

@@ -1,0 +1,389 @@
+//! `bert-explain serve`: its API against the command line's JSON for the same input (encoder,
+//! classifier and causal models), its errors (the command line's messages, 4xx), concurrent
+//! requests, the head view's arrays, Ctrl-C, and the explorer page in headless Chromium
+//! (tests/browser/check-explorer.mjs) against the command line's reports.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::repo;
+use serde_json::{json, Value};
+
+const SENTENCE: &str = "The author talked to Sara about [MASK] book";
+
+/// A running server and its address (`127.0.0.1:port`).
+struct Served {
+    child: Child,
+    address: String,
+}
+
+impl Served {
+    fn start(model: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bert-explain"))
+            .arg("serve")
+            .arg("--model")
+            .arg(model)
+            .args(["--port", "0"])
+            .args(extra)
+            .env("HF_HUB_OFFLINE", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let address = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        Self { child, address }
+    }
+
+    /// `(status, body)` of one request.
+    fn call(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let mut stream = TcpStream::connect(&self.address).unwrap();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.address,
+            body.len()
+        )
+        .unwrap();
+        stream.write_all(body).unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap();
+        let split = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a complete response");
+        let head = String::from_utf8_lossy(&response[..split]).to_string();
+        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (status, response[split + 4..].to_vec())
+    }
+
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let (status, bytes) = self.call("POST", path, body.to_string().as_bytes());
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn model(name: &str) -> PathBuf {
+    repo().join("models").join(name)
+}
+
+/// The command line's JSON report.
+fn cli(model: &Path, args: &[&str]) -> Value {
+    let output = common::bin()
+        .arg("--json")
+        .arg("--model")
+        .arg(model)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The command line's message for a usage error (exit status 2).
+fn cli_error(model: &Path, args: &[&str]) -> String {
+    let output = common::bin()
+        .arg("--model")
+        .arg(model)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let line = stderr.lines().find(|l| l.starts_with("Error: ")).unwrap();
+    line["Error: ".len()..].to_string()
+}
+
+#[test]
+fn reports_equal_the_command_lines() {
+    let modern = model("tiny-bert-modern");
+    let served = Served::start(&modern, &[]);
+    let cases: [(Value, &[&str]); 4] = [
+        (json!({"text": SENTENCE}), &[]),
+        (
+            json!({"text": SENTENCE, "mixing": ["norm", "alti"], "top_k": 2, "candidates": ["his", "the"]}),
+            &[
+                "--mixing",
+                "norm,alti",
+                "--top-k",
+                "2",
+                "--candidates",
+                "his,the",
+            ],
+        ),
+        (
+            json!({"text": SENTENCE, "target": 2, "all_positions": true, "fusion": "max"}),
+            &["--target", "2", "--all-positions", "--fusion", "max"],
+        ),
+        (
+            json!({"text": SENTENCE, "hide_special": true, "residual": 0.3}),
+            &["--hide-special", "--residual", "0.3"],
+        ),
+    ];
+    for (body, flags) in cases {
+        let (status, got) = served.post("/api/explain", &body);
+        assert_eq!(status, 200, "{got}");
+        let mut args = flags.to_vec();
+        args.push(SENTENCE);
+        assert_eq!(got, cli(&modern, &args), "{body}");
+    }
+    let (status, info) = served.call("GET", "/api/info", b"");
+    assert_eq!(status, 200);
+    let info: Value = serde_json::from_slice(&info).unwrap();
+    assert_eq!(
+        (info["family"].as_str(), info["task"].as_str()),
+        (Some("bert"), Some("masked-lm"))
+    );
+
+    // The figure is the command line's --figure file, byte for byte.
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("f.svg");
+    let svg_arg = svg.display().to_string();
+    cli(&modern, &["--figure", &svg_arg, SENTENCE]);
+    let (status, bytes) = served.call(
+        "POST",
+        "/api/figure?format=svg",
+        json!({"text": SENTENCE}).to_string().as_bytes(),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(bytes, std::fs::read(&svg).unwrap());
+
+    // A classifier with a pair; a causal model's prompt.
+    let classifier = model("tiny-bert-cls");
+    let served = Served::start(&classifier, &[]);
+    let (_, got) = served.post(
+        "/api/explain",
+        &json!({"text": "a good film", "pair": "a film"}),
+    );
+    assert_eq!(got, cli(&classifier, &["--pair", "a film", "a good film"]));
+    let gpt2 = model("tiny-gpt2");
+    let served = Served::start(&gpt2, &[]);
+    let body =
+        json!({"text": "The author talked to", "generate": 3, "flow": true, "mixing": "norm"});
+    let (_, got) = served.post("/api/explain", &body);
+    let args = [
+        "--generate",
+        "3",
+        "--flow",
+        "--mixing",
+        "norm",
+        "The author talked to",
+    ];
+    assert_eq!(got, cli(&gpt2, &args));
+}
+
+#[test]
+fn mistakes_get_the_command_lines_messages_and_4xx() {
+    let modern = model("tiny-bert-modern");
+    let served = Served::start(&modern, &[]);
+    let cases: [(Value, Vec<&str>); 4] = [
+        (json!({"text": "no mask here"}), vec!["no mask here"]),
+        (
+            json!({"text": SENTENCE, "target": 40}),
+            vec!["--target", "40", SENTENCE],
+        ),
+        (
+            json!({"text": SENTENCE, "generate": 3}),
+            vec!["--generate", "3", SENTENCE],
+        ),
+        (
+            json!({"text": SENTENCE, "mixing": "magic"}),
+            vec!["--mixing", "magic", SENTENCE],
+        ),
+    ];
+    for (body, args) in cases {
+        let (status, got) = served.post("/api/explain", &body);
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(
+            got["error"].as_str().unwrap(),
+            cli_error(&modern, &args),
+            "{body}"
+        );
+    }
+    let long = format!("{} [MASK]", "word ".repeat(600));
+    let (status, got) = served.post("/api/explain", &json!({"text": long}));
+    assert_eq!(status, 400);
+    assert!(
+        got["error"].as_str().unwrap().contains("positions"),
+        "{got}"
+    );
+    for (body, needle) in [
+        (
+            json!({"text": SENTENCE, "output": "x.jsonl"}),
+            "\"output\" is not an option here",
+        ),
+        (json!({"target": 3}), "\"text\" is missing"),
+        (json!([SENTENCE]), "not a JSON object"),
+        (
+            json!({"text": SENTENCE, "residual": 3}),
+            "not a number between 0 and 1",
+        ),
+    ] {
+        let (status, got) = served.post("/api/explain", &body);
+        assert_eq!(status, 400, "{body}");
+        assert!(got["error"].as_str().unwrap().contains(needle), "{got}");
+    }
+    let (status, _) = served.call("POST", "/api/explain", b"{not json");
+    assert_eq!(status, 400);
+    let (status, _) = served.call("POST", "/api/explain", &vec![b' '; (1 << 20) + 10]);
+    assert_eq!(status, 413);
+    assert_eq!(served.call("GET", "/api/explain", b"").0, 405);
+    assert_eq!(served.call("GET", "/nothing", b"").0, 404);
+    let (status, _) = served.call(
+        "POST",
+        "/api/figure?format=gif",
+        json!({"text": SENTENCE}).to_string().as_bytes(),
+    );
+    assert_eq!(status, 400);
+    // Still answering after all that.
+    assert_eq!(
+        served.post("/api/explain", &json!({"text": SENTENCE})).0,
+        200
+    );
+}
+
+#[test]
+fn concurrent_requests_all_get_their_reports() {
+    let modern = model("tiny-bert-modern");
+    let served = Served::start(&modern, &[]);
+    let want = cli(&modern, &["--all-positions", SENTENCE]);
+    std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    served.post(
+                        "/api/explain",
+                        &json!({"text": SENTENCE, "all_positions": true}),
+                    )
+                })
+            })
+            .collect();
+        for call in calls {
+            let (status, got) = call.join().unwrap();
+            assert_eq!(status, 200);
+            assert_eq!(got, want);
+        }
+    });
+}
+
+#[test]
+fn the_head_view_has_every_heads_rows() {
+    let modern = model("tiny-bert-modern");
+    let served = Served::start(&modern, &[]);
+    let report = cli(&modern, &[SENTENCE]);
+    let (layers, heads, n) = (
+        report["layers"].as_u64().unwrap(),
+        report["heads"].as_u64().unwrap() as usize,
+        report["tokens"].as_array().unwrap().len(),
+    );
+    let (status, got) = served.post("/api/heads", &json!({"text": SENTENCE, "layer": layers}));
+    assert_eq!(status, 200);
+    assert_eq!(got["tokens"], report["tokens"]);
+    let got: Vec<Vec<Vec<f64>>> = serde_json::from_value(got["heads"].clone()).unwrap();
+    assert_eq!((got.len(), got[0].len(), got[0][0].len()), (heads, n, n));
+    for row in got.iter().flatten() {
+        assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-5);
+    }
+    // The heads fused by their mean are the raw attention the report shows.
+    let raw = &report["relevance"]["raw"][layers as usize - 1];
+    let target = report["target"]["index"].as_u64().unwrap() as usize;
+    for j in 0..n {
+        let mean = got.iter().map(|h| h[target][j]).sum::<f64>() / heads as f64;
+        assert!((mean - raw[j].as_f64().unwrap()).abs() < 1e-6);
+    }
+    for layer in [0, layers + 1] {
+        let (status, got) = served.post("/api/heads", &json!({"text": SENTENCE, "layer": layer}));
+        assert_eq!(status, 400, "{got}");
+    }
+}
+
+#[test]
+fn ctrl_c_stops_it_and_another_host_is_announced() {
+    let served = Served::start(&model("tiny-bert-modern"), &["--host", "0.0.0.0"]);
+    let mut served = served;
+    assert_eq!(
+        served.post("/api/explain", &json!({"text": SENTENCE})).0,
+        200
+    );
+    let pid = served.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = served.child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let mut stderr = String::new();
+    served
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(stderr.contains("not only this machine"), "{stderr}");
+    assert!(
+        TcpStream::connect(&served.address).is_err(),
+        "still listening"
+    );
+}
+
+#[test]
+fn the_explorer_in_a_browser_shows_the_command_lines_numbers() {
+    if !common::browser_available() {
+        return;
+    }
+    let modern = model("tiny-bert-modern");
+    let served = Served::start(&modern, &[]);
+    let click = 2;
+    let expected = json!({
+        "text": SENTENCE,
+        "second": "The author talked to Sara about [MASK] books",
+        "click": click,
+        "layers": cli(&modern, &[SENTENCE])["layers"],
+        "heads": cli(&modern, &[SENTENCE])["heads"],
+        "both": cli(&modern, &["--mixing", "norm", SENTENCE]),
+        "clicked": cli(&modern, &["--target", &click.to_string(), SENTENCE]),
+    });
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer");
+    std::fs::create_dir_all(&dir).unwrap();
+    let expected_path = dir.join("expected.json");
+    std::fs::write(&expected_path, expected.to_string()).unwrap();
+    let output = Command::new("node")
+        .arg(repo().join("tests/browser/check-explorer.mjs"))
+        .arg(format!("http://{}/", served.address))
+        .arg(&expected_path)
+        .arg(dir.join("explorer.png"))
+        .current_dir(repo().join("tests/browser"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
