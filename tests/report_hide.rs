@@ -116,3 +116,17 @@ fn importance_follows_the_kept_tokens() {
         assert!((g - w).abs() < 1e-9, "{got:?} vs {want:?}");
     }
 }
+
+/// A view read back from its JSON (what the Python package renders in a notebook) is the
+/// view that wrote it: the same JSON, and the shown tokens' positions in the model's input.
+#[test]
+fn a_view_comes_back_from_its_json() {
+    use bert_explain::report::View;
+    let report: Report = serde_json::from_value(run(&[])).unwrap();
+    for view in [View::full(report.clone()), View::hide_special(report)] {
+        let json = serde_json::to_string(&view).unwrap();
+        let back = View::from_json(&json).unwrap();
+        assert_eq!(back, view);
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    }
+}

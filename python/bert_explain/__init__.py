@@ -40,6 +40,7 @@ __all__ = [
     "AllPositions",
     "ExplainError",
     "Explainer",
+    "Report",
     "Summary",
     "UsageError",
     "all_positions",
@@ -49,9 +50,58 @@ __all__ = [
     "explain_attention",
     "main",
     "raw_attention",
+    "show",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Report(dict):
+    """A report: the dict of the JSON report (SPEC §4; a causal model's for a prompt), which a
+    notebook shows as the interactive page ``--html`` writes, in a frame of its own (no
+    network, no external JavaScript). ``.figure()`` is the ``--figure`` SVG."""
+
+    def figure(self, format: str = "svg", token: Optional[int] = None) -> Union[str, bytes]:
+        """The figure as ``--figure`` draws it: SVG text, or PNG bytes with
+        ``format="png"``; for a causal report, of generated token ``token`` (default the
+        last)."""
+        data = _native.render(json.dumps(self), format, token)
+        return data if format == "png" else data.decode("utf-8")
+
+    def html(self, token: Optional[int] = None) -> str:
+        """The self-contained page ``--html`` writes."""
+        return _native.render(json.dumps(self), "html", token).decode("utf-8")
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        page = escape(self.html(), quote=True)
+        return (
+            f'<iframe srcdoc="{page}" sandbox="allow-scripts" title="bert-explain report" '
+            'style="width: 100%; height: 760px; border: 0"></iframe>'
+        )
+
+
+def show(attentions: Any, tokens: Optional[Union[str, Sequence[str]]] = None, **options: Any):
+    """Shows a transformers model's attentions (``output_attentions``, or any stack
+    :func:`explain_attention` takes) as the interactive page, for ``tokens``: in a notebook
+    the page is displayed and nothing is returned; elsewhere the :class:`Report` is. The
+    keywords are :func:`explain_attention`'s (``target``, ``residual``, ...); without
+    ``target``, the one ``[MASK]`` among the tokens, else position 0 (``[CLS]``, what a
+    classifier reads)."""
+    words = tokens.split() if isinstance(tokens, str) else list(tokens or [])
+    if options.get("target") is None and words.count("[MASK]") != 1:
+        options["target"] = 0
+    report = explain_attention(attentions, tokens, **options)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return report
+    if get_ipython() is None:
+        return report
+    display(report)
+    return None
 
 
 def _to_numpy(value: Any) -> Tuple[np.ndarray, str]:
@@ -175,7 +225,7 @@ def explain_attention(
     figure: Optional[Union[PathLike, Sequence[PathLike]]] = None,
     html: Optional[PathLike] = None,
     name: str = "array",
-) -> dict:
+) -> Report:
     """The report of ``bert-explain --attention FILE --json`` (SPEC §4), as a dict.
 
     ``tokens`` label the positions (a list, or one string separated by spaces; default the
@@ -194,7 +244,7 @@ def explain_attention(
         figure=figure,
         html=html,
     )
-    return json.loads(_native.explain_attention(data, shape, precision, name, options))
+    return Report(json.loads(_native.explain_attention(data, shape, precision, name, options)))
 
 
 class Summary(NamedTuple):
@@ -277,7 +327,7 @@ class Explainer:
         flow: bool = False,
         skip_common: bool = False,
         figure_token: Optional[int] = None,
-    ) -> dict:
+    ) -> Report:
         """The report of ``bert-explain --model M TEXT --json`` (SPEC §4) as a dict; for a
         causal model, TEXT is the prompt and the report is the causal one.
 
@@ -316,7 +366,7 @@ class Explainer:
             skip_common=skip_common,
             figure_token=figure_token,
         )
-        return json.loads(self._native.explain([text], options)[0])
+        return Report(json.loads(self._native.explain([text], options)[0]))
 
     def explain_batch(self, texts: Iterable[str], **options: Any) -> list:
         """One report per text, with the options of :meth:`explain` applied to each
@@ -325,7 +375,7 @@ class Explainer:
         if "label" in options and options["label"] is not None:
             options["label"] = str(options["label"])
         reports = self._native.explain(list(texts), _given(**options))
-        return [json.loads(report) for report in reports]
+        return [Report(json.loads(report)) for report in reports]
 
     def batch_records(
         self, lines: Iterable[Tuple[int, str]], **options: Any

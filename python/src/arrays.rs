@@ -1,16 +1,17 @@
 //! Attention arrays in, maps out: the checks and the maps of `--attention`.
 
 use bert_explain::attention::checked_attention;
-use bert_explain::cli::{output_files, write_outputs};
+use bert_explain::causal::CausalReport;
+use bert_explain::cli::{causal_file_bytes, output_files, write_outputs};
 use bert_explain::explain::{attention_target, explain_attention as explain_stack};
 use bert_explain::relevance::AttentionGraph;
-use bert_explain::report::View;
+use bert_explain::report::{Format, View};
 use bert_explain::{AttentionStack, Error, Json, Renderer};
 use candle_core::{DType, Device, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::errors::to_py;
+use crate::errors::{to_py, usage};
 use crate::options;
 
 /// The stack in `data` (native-endian f64, row-major, `shape`), whose values were stored as
@@ -132,4 +133,38 @@ pub fn json(view: &View) -> anyhow::Result<String> {
     let mut out = Vec::new();
     Json.render(view, &mut out)?;
     Ok(String::from_utf8(out)?)
+}
+
+/// A report's figure (`svg`, `png`) or page (`html`) from its JSON, as `--figure` and
+/// `--html` draw them; a causal report's for its generated token `token` (default the last).
+#[pyfunction]
+#[pyo3(signature = (report, format, token = None))]
+pub fn render(
+    py: Python<'_>,
+    report: &str,
+    format: &str,
+    token: Option<usize>,
+) -> PyResult<Vec<u8>> {
+    let format = match format {
+        "svg" => Format::Svg,
+        "png" => Format::Png,
+        "html" => Format::Html,
+        other => {
+            return Err(usage(format!(
+                "format={other:?} is not a format; choose svg, png or html"
+            )))
+        }
+    };
+    py.detach(|| -> anyhow::Result<Vec<u8>> {
+        let value: serde_json::Value = serde_json::from_str(report)?;
+        if value.get("mode").and_then(|m| m.as_str()) == Some("causal") {
+            let report: CausalReport = serde_json::from_value(value)?;
+            return causal_file_bytes(&report, token, format);
+        }
+        let view = View::from_json(report)?;
+        let mut bytes = Vec::new();
+        format.renderer().render(&view, &mut bytes)?;
+        Ok(bytes)
+    })
+    .map_err(to_py)
 }

@@ -26,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::attention_maps, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::explain_attention, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::render, m)?)?;
     m.add_function(wrap_pyfunction!(explainer::evaluation_summary, m)?)?;
     m.add_class::<explainer::Explainer>()?;
     Ok(())

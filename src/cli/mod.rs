@@ -34,7 +34,9 @@ mod serve;
 
 use args::{Args, BlankArg, ColorArg, DeviceArg, Fusion};
 
-pub use causal::{write_files as write_causal_outputs, CausalArgs};
+pub use causal::{
+    file_bytes as causal_file_bytes, write_files as write_causal_outputs, CausalArgs,
+};
 pub use options::refuse_for_task;
 use options::{given, refuse_unused, Mode};
 

@@ -21,6 +21,25 @@ pub struct View {
 }
 
 impl View {
+    /// A view back from its JSON (`--json`'s output): the report, and with `"hidden"` the
+    /// positions left out, from which the shown tokens' positions follow.
+    pub fn from_json(json: &str) -> serde_json::Result<Self> {
+        let report: Report = serde_json::from_str(json)?;
+        #[derive(serde::Deserialize)]
+        struct Hidden {
+            hidden: Option<Vec<Target>>,
+        }
+        let Hidden { hidden } = serde_json::from_str(json)?;
+        let left_out: Vec<usize> = hidden.iter().flatten().map(|t| t.index).collect();
+        let total = report.tokens.len() + left_out.len();
+        let positions = (0..total).filter(|p| !left_out.contains(p)).collect();
+        Ok(Self {
+            report,
+            hidden,
+            positions,
+        })
+    }
+
     /// Every token, as computed.
     pub fn full(report: Report) -> Self {
         let positions = (0..report.tokens.len()).collect();
