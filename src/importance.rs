@@ -51,6 +51,15 @@ pub struct Importance {
     /// `|p − p(token j blanked)|`, the absolute drop.
     #[serde(default)]
     pub blank_out_abs: Vec<f64>,
+    /// The paper's "grad" as its code takes it, at the embedding block's output `h_j` (word,
+    /// position and token-type embeddings after their LayerNorm: what the first layer reads,
+    /// and what the code's `model.distilbert.embeddings(ids)` returns):
+    /// `|Σ_d (∂p/∂h_j)_d|`;
+    #[serde(default)]
+    pub embedding_gradient_sum_abs: Vec<f64>,
+    /// and its "inputgrad" there: `|Σ_d (∂p/∂h_j)_d · (h_j)_d|`.
+    #[serde(default)]
+    pub embedding_gradient_x_input_abs: Vec<f64>,
     /// Integrated gradients (Sundararajan et al. 2017) of p from the baseline that puts the
     /// blank token's word embedding at every position, summed over the embedding: token j's
     /// share of `p − p(baseline)`, signed.
@@ -83,8 +92,9 @@ impl Completeness {
 }
 
 /// Every importance score by name, in the order reports list them: today's signed and
-/// L2 scores, then the paper's absolute ones.
-pub const SCORES: [&str; 7] = [
+/// L2 scores, then the paper's absolute ones, integrated gradients, and the paper's
+/// gradients at the embedding block's output.
+pub const SCORES: [&str; 9] = [
     "gradient_norm",
     "gradient_x_input",
     "blank_out",
@@ -92,13 +102,14 @@ pub const SCORES: [&str; 7] = [
     "gradient_x_input_abs",
     "blank_out_abs",
     "integrated_gradients",
+    "embedding_gradient_sum_abs",
+    "embedding_gradient_x_input_abs",
 ];
 
 impl Importance {
-    /// `(name, one value per token)` for every score of [`SCORES`] this report holds (one
-    /// written before the paper's scores existed holds the first three).
-    pub fn scores(&self) -> Vec<(&'static str, &[f64])> {
-        let values = [
+    /// Every score's values, in the order of [`SCORES`].
+    fn values(&self) -> [&Vec<f64>; 9] {
+        [
             &self.gradient_norm,
             &self.gradient_x_input,
             &self.blank_out,
@@ -106,10 +117,17 @@ impl Importance {
             &self.gradient_x_input_abs,
             &self.blank_out_abs,
             &self.integrated_gradients,
-        ];
+            &self.embedding_gradient_sum_abs,
+            &self.embedding_gradient_x_input_abs,
+        ]
+    }
+
+    /// `(name, one value per token)` for every score of [`SCORES`] this report holds (one
+    /// written before a score existed lacks it).
+    pub fn scores(&self) -> Vec<(&'static str, &[f64])> {
         SCORES
             .into_iter()
-            .zip(values)
+            .zip(self.values())
             .filter(|(_, v)| !v.is_empty())
             .map(|(name, v)| (name, v.as_slice()))
             .collect()
@@ -117,7 +135,16 @@ impl Importance {
 
     /// Every score restricted to the positions `keep` lists, in its order.
     pub fn pick(&mut self, keep: &[usize]) {
-        for scores in [
+        for scores in self.values_mut() {
+            if !scores.is_empty() {
+                *scores = keep.iter().map(|&j| scores[j]).collect();
+            }
+        }
+    }
+
+    /// [`Self::values`], to change.
+    fn values_mut(&mut self) -> [&mut Vec<f64>; 9] {
+        [
             &mut self.gradient_norm,
             &mut self.gradient_x_input,
             &mut self.blank_out,
@@ -125,11 +152,9 @@ impl Importance {
             &mut self.gradient_x_input_abs,
             &mut self.blank_out_abs,
             &mut self.integrated_gradients,
-        ] {
-            if !scores.is_empty() {
-                *scores = keep.iter().map(|&j| scores[j]).collect();
-            }
-        }
+            &mut self.embedding_gradient_sum_abs,
+            &mut self.embedding_gradient_x_input_abs,
+        ]
     }
 }
 
@@ -157,12 +182,27 @@ pub fn importance(
     let input = Tensor::new(ids, device)?.unsqueeze(0)?;
     let type_ids = Tensor::new(types, device)?.unsqueeze(0)?;
     let words = Var::from_tensor(&model.embed_words(&input)?)?;
-    let p = probability(model, words.as_tensor(), &type_ids, target, query.id)?;
-    let gradients = p.backward()?;
-    let grad = gradients
+    // The gradient at the embedding block's output first (a variable of its own: candle
+    // keeps no gradient of an intermediate tensor), then the chain rule back through the
+    // block to the word embeddings: ∂p/∂e = (∂h/∂e)ᵀ ∂p/∂h.
+    let block = model.embed(words.as_tensor(), Some(&type_ids))?;
+    let embedded = Var::from_tensor(&block.detach())?;
+    let p = probability_of(model, embedded.as_tensor(), target, query.id)?;
+    let missing = || candle_core::Error::Msg("no gradient reached the input embeddings".into());
+    let at_block = p
+        .backward()?
+        .get(embedded.as_tensor())
+        .ok_or_else(missing)?
+        .detach();
+    let through = (&block * &at_block)?.sum_all()?;
+    let grad = through
+        .backward()?
         .get(words.as_tensor())
-        .ok_or_else(|| candle_core::Error::Msg("no gradient reached the input embeddings".into()))?
+        .ok_or_else(missing)?
         .squeeze(0)?;
+    let (at_block, block) = (at_block.squeeze(0)?, block.detach().squeeze(0)?);
+    let embedding_sum = host(&at_block.sum(D::Minus1)?)?;
+    let embedding_x_input = host(&(&at_block * &block)?.sum(D::Minus1)?)?;
     let embeddings = words.as_tensor().squeeze(0)?;
     let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
     let gradient_x_input = host(&(&grad * &embeddings)?.sum(D::Minus1)?)?;
@@ -192,6 +232,8 @@ pub fn importance(
         blank_out,
         integrated_gradients,
         integrated_gradients_check: Some(check),
+        embedding_gradient_sum_abs: absolute(&embedding_sum),
+        embedding_gradient_x_input_abs: absolute(&embedding_x_input),
     };
     let all = scores.scores();
     if !baseline.is_finite() || all.iter().any(|(_, v)| v.iter().any(|x| !x.is_finite())) {
@@ -308,8 +350,13 @@ fn probability(
     let types = types
         .broadcast_as(words.dims()[..2].to_vec())?
         .contiguous()?;
+    probability_of(model, &model.embed(words, Some(&types))?, target, id)
+}
+
+/// [`probability`] from the embedding block's output `[b, n, hidden]`.
+fn probability_of(model: &Model, embedded: &Tensor, target: usize, id: u32) -> Result<Tensor> {
     let logits = model
-        .forward_words(words, Some(&types), target, Keep::default())?
+        .forward_embedded(embedded, target, Keep::default())?
         .logits
         .ok_or(Error::NeedsMlmHead {
             what: "importance scores",

@@ -225,7 +225,8 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
     extra = {k: v for k, v in enc.items() if k != "input_ids"}
     with torch.enable_grad():
         words = ck.model.get_input_embeddings()(ids).detach().clone().requires_grad_(True)
-        probs = ck.probabilities(ck.model(inputs_embeds=words, **extra).logits, t)[0]
+        with importance_ref.FirstLayerInput(ck.model) as block:
+            probs = ck.probabilities(ck.model(inputs_embeds=words, **extra).logits, t)[0]
         if ck.task == "masked-lm":
             wid = ck.single_piece(word) if word is not None else int(torch.argmax(probs))
             name = word if word is not None else ck.tok.convert_ids_to_tokens(wid)
@@ -269,6 +270,7 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
         **importance_ref.paper_scores(grad, words[0].detach(), drops),
         "integrated_gradients": ig,
         "integrated_gradients_check": completeness,
+        **block.scores(),
     }
 
 

@@ -15,6 +15,14 @@ and the paper's scores as its code (samiraabnar/attention_flow, run_bert_sv.py) 
   gradient_x_input_abs[j]  |Σ_d (∂p(w)/∂e_j)_d · (e_j)_d|
   blank_out_abs[j]         |p(w) − p(w | token j blanked)|
 
+and its "grad" and "inputgrad" where its code takes them, at the embedding block's output h_j
+(`model.distilbert.embeddings(ids)` there: word, position and token-type embeddings after their
+LayerNorm, and for ALBERT and ELECTRA the projection to the hidden size; here the input of the
+first layer, caught with a forward pre-hook):
+
+  embedding_gradient_sum_abs[j]      |Σ_d (∂p(w)/∂h_j)_d|
+  embedding_gradient_x_input_abs[j]  |Σ_d (∂p(w)/∂h_j)_d · (h_j)_d|
+
 and integrated gradients (captum's IntegratedGradients, its default Gauss–Legendre rule,
 STEPS points) from the baseline that puts the blank token's word embedding at every position:
 
@@ -55,7 +63,8 @@ def importance(model_dir, text, target=None, word=None, blank="unk"):
     embeddings = model.get_input_embeddings()
     words = embeddings(ids).detach().clone().requires_grad_(True)
     extra = {"token_type_ids": enc["token_type_ids"], "attention_mask": enc["attention_mask"]}
-    probs = torch.softmax(model(inputs_embeds=words, **extra).logits[0, target], dim=-1)
+    with FirstLayerInput(model) as block:
+        probs = torch.softmax(model(inputs_embeds=words, **extra).logits[0, target], dim=-1)
     if word is None:
         wid = int(torch.argmax(probs))
     else:
@@ -95,11 +104,50 @@ def importance(model_dir, text, target=None, word=None, blank="unk"):
         **paper_scores(grad, words[0].detach(), drops),
         "integrated_gradients": ig,
         "integrated_gradients_check": completeness,
+        **block.scores(),
     }
 
 
+def first_layer(model):
+    """The model's first transformer layer (ALBERT's shared layer, first called)."""
+    base = model.base_model
+    if hasattr(base, "transformer"):  # DistilBERT
+        return base.transformer.layer[0]
+    if hasattr(base.encoder, "albert_layer_groups"):
+        return base.encoder.albert_layer_groups[0].albert_layers[0]
+    return base.encoder.layer[0]
+
+
+class FirstLayerInput:
+    """Catches the first layer's input h (its first call) during a forward pass and keeps its
+    gradient; `.scores()` after the backward pass gives the paper's scores there."""
+
+    def __init__(self, model):
+        self.layer, self.hidden = first_layer(model), None
+
+    def __enter__(self):
+        def hook(module, args, kwargs):
+            if self.hidden is None:
+                hidden = args[0] if args else kwargs.get("hidden_states", kwargs.get("x"))
+                hidden.retain_grad()
+                self.hidden = hidden
+        self.handle = self.layer.register_forward_pre_hook(hook, with_kwargs=True)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+    def scores(self):
+        h, g = self.hidden[0].detach(), self.hidden.grad[0]
+        return {
+            "embedding_gradient_sum_abs": [abs(float(v)) for v in g.sum(dim=-1)],
+            "embedding_gradient_x_input_abs": [abs(float(v)) for v in (g * h).sum(dim=-1)],
+        }
+
+
 SCORES = ("gradient_norm", "gradient_x_input", "blank_out", "gradient_sum_abs", "gradient_x_input_abs",
-          "blank_out_abs", "integrated_gradients")
+          "blank_out_abs", "integrated_gradients", "embedding_gradient_sum_abs",
+          "embedding_gradient_x_input_abs")
 STEPS = 50
 
 

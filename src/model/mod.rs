@@ -248,7 +248,24 @@ impl Model {
         at: usize,
         keep: Keep,
     ) -> Result<ModelOutput> {
-        let mut hidden = self.embeddings.forward(words, types)?;
+        self.forward_embedded(&self.embed(words, types)?, at, keep)
+    }
+
+    /// The embedding block's output from word embeddings: positions and token types added,
+    /// the LayerNorm, and where the family has one the projection to the hidden size; what
+    /// the first layer reads, `[b, n, hidden]`.
+    pub fn embed(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor> {
+        self.embeddings.forward(words, types)
+    }
+
+    /// The layers and the head from the embedding block's output ([`Model::embed`]).
+    pub fn forward_embedded(
+        &self,
+        embedded: &Tensor,
+        at: usize,
+        keep: Keep,
+    ) -> Result<ModelOutput> {
+        let mut hidden = embedded.clone();
         let mut layers = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
             let (next, trace) = layer.forward(&hidden, keep, None)?;

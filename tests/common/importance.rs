@@ -103,8 +103,8 @@ pub fn check_importance_fixtures(dir: &str, models: &Path, extra: &[&str]) -> us
             &want.blank_out,
             TOLERANCE,
         );
-        // The paper's scores, where the fixture has them (fixtures made before them hold
-        // the first three).
+        // The paper's scores and integrated gradients, where the fixture has them (fixtures
+        // made before them hold the first three).
         let paper = [
             (
                 "gradient_sum_abs",
@@ -121,6 +121,16 @@ pub fn check_importance_fixtures(dir: &str, models: &Path, extra: &[&str]) -> us
                 "integrated_gradients",
                 &got.integrated_gradients,
                 &want.integrated_gradients,
+            ),
+            (
+                "embedding_gradient_sum_abs",
+                &got.embedding_gradient_sum_abs,
+                &want.embedding_gradient_sum_abs,
+            ),
+            (
+                "embedding_gradient_x_input_abs",
+                &got.embedding_gradient_x_input_abs,
+                &want.embedding_gradient_x_input_abs,
             ),
         ];
         for (what, g, w) in paper {
