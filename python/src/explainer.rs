@@ -6,7 +6,10 @@ use std::io::Cursor;
 
 use bert_explain::batch::{explain_record, is_blank, Batch};
 use bert_explain::causal::CausalExplainer;
-use bert_explain::cli::{output_files, refuse_for_task, write_causal_outputs, write_outputs};
+use bert_explain::cli::{
+    output_files, refuse_for_task, write_causal_outputs, write_outputs, CAUSAL_OPTIONS,
+    ENCODER_OPTIONS,
+};
 use bert_explain::evaluate::{Evaluation, Summary};
 use bert_explain::input::{Lines, LINE_LIMIT};
 use bert_explain::report::View;
@@ -18,40 +21,8 @@ use crate::arrays::json;
 use crate::errors::{to_py, usage};
 use crate::options::{self, Options};
 
-/// The options of a batch line: every option of a text but the outputs.
-const LINE_OPTIONS: &[&str] = &[
-    "target",
-    "pair",
-    "pretokenized",
-    "candidates",
-    "top_k",
-    "all_positions",
-    "mixing",
-    "fusion",
-    "residual",
-    "evaluate",
-    "importance_word",
-    "label",
-    "blank",
-    "correlate_without_specials",
-    "ig_steps",
-];
 /// The outputs one text may have besides its report.
 const OUTPUT_OPTIONS: &[&str] = &["hide_special", "figure", "html"];
-/// The options of a causal model's batch line: every option of a prompt but the outputs.
-const CAUSAL_LINE_OPTIONS: &[&str] = &[
-    "generate",
-    "sample",
-    "seed",
-    "temperature",
-    "top_prompt",
-    "correction",
-    "flow",
-    "skip_common",
-    "mixing",
-    "fusion",
-    "residual",
-];
 /// The outputs one prompt may have besides its report.
 const CAUSAL_OUTPUT_OPTIONS: &[&str] = &["figure", "html", "figure_token"];
 
@@ -67,8 +38,8 @@ impl Explainer {
     /// batch line, and with `outputs` those of one text's files too.
     fn options(&self, options: Option<&Bound<'_, PyDict>>, outputs: bool) -> PyResult<Options> {
         let (encoder, causal) = (
-            [LINE_OPTIONS, OUTPUT_OPTIONS],
-            [CAUSAL_LINE_OPTIONS, CAUSAL_OUTPUT_OPTIONS],
+            [ENCODER_OPTIONS, OUTPUT_OPTIONS],
+            [CAUSAL_OPTIONS, CAUSAL_OUTPUT_OPTIONS],
         );
         let (ours, theirs) = match &self.inner {
             Loaded::Encoder(_) => (encoder, causal),

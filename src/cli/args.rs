@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use bert_explain::explain::MAX_IG_STEPS;
 use bert_explain::report::Format;
+use bert_explain::DeviceChoice;
 use clap::{Parser, ValueEnum};
 
 use super::causal;
@@ -188,6 +189,17 @@ pub enum DeviceArg {
     Cpu,
     Cuda,
     Metal,
+}
+
+impl From<DeviceArg> for DeviceChoice {
+    fn from(device: DeviceArg) -> Self {
+        match device {
+            DeviceArg::Auto => DeviceChoice::Auto,
+            DeviceArg::Cpu => DeviceChoice::Cpu,
+            DeviceArg::Cuda => DeviceChoice::Cuda,
+            DeviceArg::Metal => DeviceChoice::Metal,
+        }
+    }
 }
 
 pub(super) fn parse_steps(text: &str) -> Result<usize, String> {

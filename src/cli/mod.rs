@@ -20,8 +20,8 @@ use bert_explain::{
     report::{
         remove_partial_outputs_on_interrupt, terminal_text, Colour, Format, OutputFile, View,
     },
-    DeviceChoice, Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource,
-    RelevanceOptions, Renderer, Report, Terminal,
+    Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource, RelevanceOptions, Renderer,
+    Report, Terminal,
 };
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
@@ -32,13 +32,13 @@ mod causal;
 mod options;
 mod serve;
 
-use args::{Args, BlankArg, ColorArg, DeviceArg, Fusion};
+use args::{Args, BlankArg, ColorArg, Fusion};
 
 pub use causal::{
     file_bytes as causal_file_bytes, write_files as write_causal_outputs, CausalArgs,
 };
-pub use options::refuse_for_task;
 use options::{given, refuse_unused, Mode};
+pub use options::{refuse_for_task, CAUSAL_OPTIONS, ENCODER_OPTIONS};
 
 /// Runs the command line on `args` (the program name first, as `std::env::args_os` gives
 /// them) and returns the exit status: 0 on success, 2 for a mistake in the command line or
@@ -114,12 +114,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
     refuse_unused(matches, mode, &source.to_string())?;
     let inputs: Vec<&Path> = args.attention.iter().map(PathBuf::as_path).collect();
     let files = output_files(&args.figure, args.html.as_deref(), &inputs)?;
-    let device = device(match args.device {
-        DeviceArg::Auto => DeviceChoice::Auto,
-        DeviceArg::Cpu => DeviceChoice::Cpu,
-        DeviceArg::Cuda => DeviceChoice::Cuda,
-        DeviceArg::Metal => DeviceChoice::Metal,
-    })?;
+    let device = device(args.device.into())?;
     let mut options = explain_options(args)?;
     // Batch mode has its own bar, one step per line.
     options.progress = (mode != Mode::Batch).then(flow_progress);

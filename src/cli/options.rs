@@ -24,6 +24,41 @@ pub enum Mode {
 
 use Mode::{Attention, Batch, Causal, CausalBatch, Masked};
 
+/// The options of one encoder text besides its outputs (clap's ids, which are Python's
+/// keywords and the explorer API's keys).
+pub const ENCODER_OPTIONS: &[&str] = &[
+    "target",
+    "pair",
+    "pretokenized",
+    "candidates",
+    "top_k",
+    "all_positions",
+    "mixing",
+    "fusion",
+    "residual",
+    "evaluate",
+    "importance_word",
+    "label",
+    "blank",
+    "correlate_without_specials",
+    "ig_steps",
+];
+
+/// The options of one causal prompt besides its outputs.
+pub const CAUSAL_OPTIONS: &[&str] = &[
+    "generate",
+    "sample",
+    "seed",
+    "temperature",
+    "top_prompt",
+    "correction",
+    "flow",
+    "skip_common",
+    "mixing",
+    "fusion",
+    "residual",
+];
+
 /// Each option (clap's id: the field name) and the modes that use it; options missing from
 /// the table apply everywhere.
 const APPLIES: &[(&str, &[Mode])] = &[

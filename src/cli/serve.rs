@@ -23,13 +23,15 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use bert_explain::report::{Format, Json, View};
-use bert_explain::{device, DeviceChoice, Error, Loaded, ModelSource, Renderer};
+use bert_explain::{device, Error, Loaded, ModelSource, Renderer};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use serde_json::Value;
 use tiny_http::{Header, Method, Request, Response, Server};
 
 use super::args::{Args, DeviceArg};
-use super::options::{given, refuse_for_task, refuse_unused, Mode};
+use super::options::{
+    given, refuse_for_task, refuse_unused, Mode, CAUSAL_OPTIONS, ENCODER_OPTIONS,
+};
 use super::{causal, explain_options, mixing_for};
 
 /// The page, with its script and styles inline.
@@ -69,12 +71,7 @@ pub struct ServeArgs {
 
 /// Runs `bert-explain serve` on its arguments (after the word `serve`) until interrupted.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let device = device(match args.device {
-        DeviceArg::Auto => DeviceChoice::Auto,
-        DeviceArg::Cpu => DeviceChoice::Cpu,
-        DeviceArg::Cuda => DeviceChoice::Cuda,
-        DeviceArg::Metal => DeviceChoice::Metal,
-    })?;
+    let device = device(args.device.into())?;
     let source = ModelSource::parse(&args.model, &args.revision);
     eprintln!("Loading {source}");
     let loaded = Loaded::load(&source, &device)?;
@@ -267,10 +264,10 @@ impl State {
                 );
                 continue;
             }
-            if !REQUEST_OPTIONS.contains(&key.as_str()) {
+            if !request_options().contains(&key.as_str()) {
                 return Err(Error::Request(format!(
                     "\"{key}\" is not an option here; the options are {}",
-                    REQUEST_OPTIONS.join(", ")
+                    request_options().join(", ")
                 ))
                 .into());
             }
@@ -304,34 +301,17 @@ impl State {
     }
 }
 
-/// The command line's options a request may give (the others name files or the terminal).
-const REQUEST_OPTIONS: &[&str] = &[
-    "target",
-    "pair",
-    "pretokenized",
-    "candidates",
-    "top_k",
-    "all_positions",
-    "mixing",
-    "fusion",
-    "residual",
-    "evaluate",
-    "importance_word",
-    "label",
-    "blank",
-    "correlate_without_specials",
-    "ig_steps",
-    "hide_special",
-    "generate",
-    "sample",
-    "seed",
-    "temperature",
-    "top_prompt",
-    "correction",
-    "flow",
-    "skip_common",
-    "figure_token",
-];
+/// The command line's options a request may give: a text's or a prompt's, and the two
+/// outputs' choices (the other options name files or the terminal).
+fn request_options() -> Vec<&'static str> {
+    let mut options: Vec<&str> = ENCODER_OPTIONS.to_vec();
+    let causal = CAUSAL_OPTIONS
+        .iter()
+        .filter(|o| !ENCODER_OPTIONS.contains(o));
+    options.extend(causal);
+    options.extend(["hide_special", "figure_token"]);
+    options
+}
 
 /// Clap's message on one line, without its usage lines and "error: " prefix.
 fn clap_message(err: &clap::Error) -> String {

@@ -23,7 +23,7 @@ use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank};
 use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
-use crate::model::{EncoderConfig, Keep, Model, Task};
+use crate::model::{EncoderConfig, Keep, Model, ModelOutput, Task};
 use crate::relevance::{fuse_to_host, AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report};
 use crate::tokens::{Encoding, TextTokenizer};
@@ -350,13 +350,7 @@ impl Explainer {
         options: &ExplainOptions,
         layer: usize,
     ) -> Result<LayerHeads> {
-        let prepared = self.prepare(text, options)?;
-        let output = self.model.forward(
-            &prepared.input,
-            Some(&prepared.types),
-            prepared.target,
-            Keep::default(),
-        )?;
+        let (prepared, output) = self.run_once(text, options)?;
         let attentions = output.attentions();
         let layers = attentions.len();
         let Some(probs) = layer.checked_sub(1).and_then(|l| attentions.get(l)) else {
@@ -375,13 +369,7 @@ impl Explainer {
     /// The head's prediction for `text` without any relevance map, at the cost of one
     /// forward pass: what [`Explainer::explain`] reports as `prediction` (`None`: no head).
     pub fn predict(&self, text: &str, options: &ExplainOptions) -> Result<Option<Prediction>> {
-        let prepared = self.prepare(text, options)?;
-        let output = self.model.forward(
-            &prepared.input,
-            Some(&prepared.types),
-            prepared.target,
-            Keep::default(),
-        )?;
+        let (prepared, output) = self.run_once(text, options)?;
         match &output.logits {
             Some(logits) => {
                 let probs = probabilities(&logits.squeeze(0)?)?;
@@ -393,6 +381,18 @@ impl Explainer {
             }
             None => Ok(None),
         }
+    }
+
+    /// One plain forward pass over `text`, with what it was given.
+    fn run_once(&self, text: &str, options: &ExplainOptions) -> Result<(Prepared, ModelOutput)> {
+        let prepared = self.prepare(text, options)?;
+        let output = self.model.forward(
+            &prepared.input,
+            Some(&prepared.types),
+            prepared.target,
+            Keep::default(),
+        )?;
+        Ok((prepared, output))
     }
 
     /// Everything a forward pass over `text` needs, checked.
