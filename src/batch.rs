@@ -237,6 +237,7 @@ pub fn run_batch(
     })
 }
 
+/// A line started, or why it cannot be explained.
 type StartedLine<'a> = std::result::Result<Started<'a>, String>;
 
 /// A line ready for a worker: an encoder's after the device's part of its report (its
@@ -297,7 +298,7 @@ fn example_fields(example: &Example, causal: bool) -> std::result::Result<&Examp
         ),
         false => (
             &causal_fields[..],
-            "they are for causal models (GPT-2, Llama, ...), which continue a prompt",
+            "it is for causal models (GPT-2, Llama, ...), which continue a prompt",
         ),
     };
     match unused.iter().find(|(_, given)| *given) {

@@ -8,6 +8,7 @@
 #   any), writes OUTDIR/input.jsonl, OUTDIR/reports.jsonl and OUTDIR/summary.txt.
 #   CUT_WORDS=N cuts every text after its Nth whitespace-separated word instead (spacing up to
 #   there kept), so that long texts stay in at the cost of short ones.
+#   IG_STEPS=N gives integrated gradients N points instead of 50 (--ig-steps).
 #   BERT_EXPLAIN=PATH runs that binary instead of building the release one.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -43,6 +44,6 @@ if [[ -z "$bin" ]]; then
     (cd "$repo" && cargo build --release --quiet --bin bert-explain)
     bin="${CARGO_TARGET_DIR:-$repo/target}/release/bert-explain"
 fi
-"$bin" --model "$model" --evaluate \
+"$bin" --model "$model" --evaluate --ig-steps "${IG_STEPS:-50}" \
     --mixing "$mixing" --input "$out/input.jsonl" --output "$out/reports.jsonl" \
     | tee "$out/summary.txt"

@@ -173,10 +173,17 @@ impl State {
         body: &Value,
         format: Option<Format>,
     ) -> anyhow::Result<(Vec<u8>, &'static str)> {
+        // A figure's generated token is the endpoint's to read: only a causal model has one.
         let skip: &[&str] = match format {
             Some(_) => &["figure_token"],
             None => &[],
         };
+        if let (Loaded::Encoder(_), Some(_)) =
+            (&self.loaded, skip.first().and(body.get("figure_token")))
+        {
+            let (option, model) = ("--figure-token".into(), self.model.clone());
+            return Err(Error::CausalOptionForBert { option, model }.into());
+        }
         let (args, matches) = self.arguments(body, skip)?;
         let text = args.text.clone().unwrap_or_default();
         let mut options = explain_options(&args)?;
