@@ -4,7 +4,7 @@ reports a batch run with --evaluate wrote (scripts/paper/faithfulness.sh). Plain
 plotting library.
 
 Usage: python3 scripts/paper/figure.py REPORTS.jsonl SCORE OUT.svg [--title TEXT]
-  SCORE: blank_out, gradient_norm or gradient_x_input.
+  SCORE: any score of the reports' importance (blank_out_abs, embedding_gradient_sum_abs, gradient_norm, ...).
 """
 
 import argparse
