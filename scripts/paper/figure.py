@@ -74,7 +74,7 @@ def escape(text):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("reports")
-    parser.add_argument("score", choices=["blank_out", "gradient_norm", "gradient_x_input"])
+    parser.add_argument("score")
     parser.add_argument("out")
     parser.add_argument("--title", default=None)
     args = parser.parse_args()
