@@ -12,7 +12,7 @@ use bert_explain::cli::{
 };
 use bert_explain::evaluate::{Evaluation, Summary};
 use bert_explain::input::{Lines, LINE_LIMIT};
-use bert_explain::report::View;
+use bert_explain::report::{Format, OutputFile, View};
 use bert_explain::{DeviceChoice, Loaded, ModelSource};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -217,6 +217,25 @@ fn explain_texts(
     texts: &[String],
     options: &Options,
 ) -> PyResult<Vec<String>> {
+    each_text(py, texts, options, |text, files| {
+        let report = inner.explain(text, &options.explain)?;
+        let view = match options.hide_special {
+            true => View::hide_special(report),
+            false => View::full(report),
+        };
+        write_outputs(files, &view, |_| {})?;
+        json(&view)
+    })
+}
+
+/// `one(text, files)` for each text with the GIL released, the first text getting the
+/// figure and page files the options name (created before any model runs).
+fn each_text(
+    py: Python<'_>,
+    texts: &[String],
+    options: &Options,
+    one: impl Fn(&str, Vec<(OutputFile, Format)>) -> anyhow::Result<String> + Sync,
+) -> PyResult<Vec<String>> {
     py.detach(|| -> anyhow::Result<Vec<String>> {
         let mut files = Some(output_files(
             &options.figures,
@@ -225,15 +244,7 @@ fn explain_texts(
         )?);
         texts
             .iter()
-            .map(|text| {
-                let report = inner.explain(text, &options.explain)?;
-                let view = match options.hide_special {
-                    true => View::hide_special(report),
-                    false => View::full(report),
-                };
-                write_outputs(files.take().unwrap_or_default(), &view, |_| {})?;
-                json(&view)
-            })
+            .map(|text| one(text, files.take().unwrap_or_default()))
             .collect()
     })
     .map_err(to_py)
@@ -266,22 +277,11 @@ fn explain_prompts(
             generate,
         }));
     }
-    py.detach(|| -> anyhow::Result<Vec<String>> {
-        let mut files = Some(output_files(
-            &options.figures,
-            options.html.as_deref(),
-            &[],
-        )?);
-        prompts
-            .iter()
-            .map(|prompt| {
-                let report = inner.explain(prompt, &causal)?;
-                write_causal_outputs(&report, token, files.take().unwrap_or_default())?;
-                Ok(serde_json::to_string(&report)?)
-            })
-            .collect()
+    each_text(py, prompts, options, |prompt, files| {
+        let report = inner.explain(prompt, &causal)?;
+        write_causal_outputs(&report, token, files)?;
+        Ok(serde_json::to_string(&report)?)
     })
-    .map_err(to_py)
 }
 
 /// Batch mode's `--evaluate` summary over its output lines (reports and error records):

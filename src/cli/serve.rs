@@ -178,9 +178,8 @@ impl State {
             Some(_) => &["figure_token"],
             None => &[],
         };
-        if let (Loaded::Encoder(_), Some(_)) =
-            (&self.loaded, skip.first().and(body.get("figure_token")))
-        {
+        let encoder = matches!(self.loaded, Loaded::Encoder(_));
+        if encoder && format.is_some() && body.get("figure_token").is_some() {
             let (option, model) = ("--figure-token".into(), self.model.clone());
             return Err(Error::CausalOptionForBert { option, model }.into());
         }
