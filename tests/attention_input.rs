@@ -104,17 +104,23 @@ fn all_positions_holds_every_source_and_agrees_with_the_target_rows() {
     ]);
     let all = report.all_positions.expect("all_positions in the report");
     let (layers, n) = (report.layers, fixture.tokens.len());
-    for maps in [&all.rollout, &all.flow] {
+    // Raw rows are the model's f32 attention; rollout and flow are normalised in f64.
+    for (maps, tolerance) in [(&all.raw, 1e-6), (&all.rollout, 1e-9), (&all.flow, 1e-9)] {
         assert_eq!(maps.len(), layers);
         assert!(maps
             .iter()
             .all(|m| m.len() == n && m.iter().all(|r| r.len() == n)));
         for row in maps.iter().flatten() {
-            assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+            assert!((row.iter().sum::<f64>() - 1.0).abs() < tolerance);
         }
     }
     for l in 0..layers {
         assert_eq!(all.flow[l][3], report.relevance.flow[l]);
+        assert_rows_close(
+            &[all.raw[l][3].clone()],
+            &[report.relevance.raw[l].clone()],
+            1e-15,
+        );
         assert_rows_close(
             &[all.rollout[l][3].clone()],
             &[report.relevance.rollout[l].clone()],

@@ -68,11 +68,13 @@ fn json_lists_kept_tokens_and_the_hidden_positions() {
         }
     }
     let all = shown.all_positions.unwrap();
-    assert_eq!(all.flow.len(), full.layers);
-    assert!(all
-        .flow
-        .iter()
-        .all(|layer| layer.len() == kept.len() && layer.iter().all(|row| row.len() == kept.len())));
+    for maps in [&all.raw, &all.flow] {
+        assert_eq!(maps.len(), full.layers);
+        assert!(maps
+            .iter()
+            .all(|layer| layer.len() == kept.len()
+                && layer.iter().all(|row| row.len() == kept.len())));
+    }
 }
 
 #[test]

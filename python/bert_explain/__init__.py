@@ -10,7 +10,7 @@ such as a CPU torch tensor, or transformers' ``output_attentions`` tuple as it i
 
 - :func:`raw_attention`, :func:`attention_rollout`, :func:`attention_flow`: one map,
   ``[layers, n]``, for one target position;
-- :func:`all_positions`: rollout and flow from every position, each ``[layers, n, n]``;
+- :func:`all_positions`: rollout, flow and raw attention from every position, each ``[layers, n, n]``;
 - :func:`explain_attention`: the whole report of ``bert-explain --attention FILE --json``,
   with ``figure=`` and ``html=`` outputs.
 
@@ -199,18 +199,19 @@ def attention_flow(
 
 
 class AllPositions(NamedTuple):
-    """Rollout and flow from every position: ``[l][i][j]`` is input token j's relevance
-    for position i at layer l + 1; each ``[layers, n, n]``."""
+    """Rollout, flow and raw attention from every position: ``[l][i][j]`` is input token
+    j's relevance for position i at layer l + 1; each ``[layers, n, n]``."""
 
     rollout: np.ndarray
     flow: np.ndarray
+    raw: np.ndarray
 
 
 def all_positions(attention: Any, residual: float = 0.5, fusion: str = "mean") -> AllPositions:
-    """Rollout and flow from every position (``--all-positions``, the reference's
-    ``compute_flows``)."""
-    both = _maps(attention, "all_positions", None, residual=residual, fusion=fusion)
-    return AllPositions(rollout=both[0], flow=both[1])
+    """Rollout, flow and raw attention from every position (``--all-positions``, the
+    reference's ``compute_flows``)."""
+    maps = _maps(attention, "all_positions", None, residual=residual, fusion=fusion)
+    return AllPositions(rollout=maps[0], flow=maps[1], raw=maps[2])
 
 
 def explain_attention(

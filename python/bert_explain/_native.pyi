@@ -23,7 +23,7 @@ def attention_maps(
     target: Optional[int] = None,
     options: Optional[dict] = None,
 ) -> tuple[bytes, list[int]]:
-    """raw, rollout or flow ([L, n]) for target, or all_positions ([2, L, n, n])."""
+    """raw, rollout or flow ([L, n]) for target, or all_positions ([3, L, n, n]: rollout, flow, raw)."""
 
 def explain_attention(
     data: bytes,

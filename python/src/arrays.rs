@@ -52,8 +52,8 @@ fn row_major(rows: impl IntoIterator<Item = Vec<f64>>) -> Vec<f64> {
 }
 
 /// One map (`raw`, `rollout` or `flow`) for `target`, `[L, n]`, or with `which` =
-/// `all_positions` rollout and flow from every position, `[2, L, n, n]`. Returns the f64
-/// values' bytes and the shape.
+/// `all_positions` rollout, flow and raw attention from every position, `[3, L, n, n]`.
+/// Returns the f64 values' bytes and the shape.
 #[pyfunction]
 #[pyo3(signature = (data, shape, precision, which, target = None, options = None))]
 pub fn attention_maps<'py>(
@@ -80,8 +80,8 @@ pub fn attention_maps<'py>(
                 "flow" => (row_major(graph.flow(at()?)), vec![layers, n]),
                 _ => {
                     let all = graph.all_positions(&|_, _| {})?;
-                    let both = all.rollout.into_iter().chain(all.flow).flatten();
-                    (row_major(both), vec![2, layers, n, n])
+                    let maps = [all.rollout, all.flow, all.raw].into_iter().flatten();
+                    (row_major(maps.flatten()), vec![3, layers, n, n])
                 }
             })
         })

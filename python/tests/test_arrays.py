@@ -130,6 +130,7 @@ def test_explain_attention_equals_the_command_line(saved, fusion, residual, extr
         both = bert_explain.all_positions(array, **kwargs)
         assert both.rollout.tolist() == want["all_positions"]["rollout"]
         assert both.flow.tolist() == want["all_positions"]["flow"]
+        assert both.raw.tolist() == want["all_positions"]["raw"]
 
 
 def test_hide_special_and_figures_equal_the_command_line(saved, tmp_path):

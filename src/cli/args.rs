@@ -109,7 +109,7 @@ pub struct Args {
     #[arg(long)]
     pub layers: bool,
 
-    /// Also compute rollout and flow from every position, as the reference's
+    /// Also compute raw attention, rollout and flow from every position, as the reference's
     /// compute_flows does (JSON: "all_positions").
     #[arg(long)]
     pub all_positions: bool,

@@ -42,10 +42,14 @@ pub struct Relevance {
     pub flow: Vec<Vec<f64>>,
 }
 
-/// Rollout and flow from every position, each `[L][n][n]`: `[l][i][j]` is the relevance
-/// of input token j for position i at layer l + 1 (the reference's `compute_flows`).
+/// Raw attention, rollout and flow from every position, each `[L][n][n]`: `[l][i][j]` is
+/// the relevance of input token j for position i at layer l + 1 (the reference's
+/// `compute_flows`; raw is the fused attention matrix itself).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AllPositions {
+    /// Absent from reports written before it was added: empty then.
+    #[serde(default)]
+    pub raw: Vec<Vec<Vec<f64>>>,
     pub rollout: Vec<Vec<Vec<f64>>>,
     pub flow: Vec<Vec<Vec<f64>>>,
 }
@@ -114,10 +118,11 @@ impl AttentionGraph {
         self.capacities.read(|capacities| flow(capacities, target))
     }
 
-    /// Rollout and flow from every position, calling `progress(done, total)` as the flows
-    /// advance (see [`flow_from_every_position_with`]).
+    /// Raw attention, rollout and flow from every position, calling `progress(done, total)`
+    /// as the flows advance (see [`flow_from_every_position_with`]).
     pub fn all_positions(&self, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<AllPositions> {
         Ok(AllPositions {
+            raw: self.fused.to_vec3()?,
             rollout: host(&joint_attention(&self.augmented)?)?.to_vec3()?,
             flow: self
                 .capacities

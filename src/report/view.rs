@@ -95,6 +95,7 @@ impl View {
                 };
                 maps.iter().map(|layer| rows(&from_kept(layer))).collect()
             };
+            out.raw = square(&all.raw);
             out.rollout = square(&all.rollout);
             out.flow = square(&all.flow);
         }

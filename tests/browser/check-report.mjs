@@ -98,16 +98,18 @@ try {
 
   let picked = null;
   if (report.all_positions) {
-    // Explain another position: rollout and flow come from all_positions, raw is disabled.
+    // Explain another position: every map of attention comes from all_positions.
     const other = report.target.index === 0 ? 1 : 0;
     const before = await shading();
     await page.click(`#sentence .token[data-index="${other}"]`);
     picked = await shading();
     check(JSON.stringify(picked) !== JSON.stringify(before), "picking another position did not change the shading");
-    check(await page.isDisabled("#method-raw"), "raw attention stays selectable for a position it does not cover");
-    const want = report.all_positions.flow[0][other][0].toFixed(4);
-    const title = await page.getAttribute("table.heatmap[data-method=flow] tbody tr:last-child td.cell", "title");
-    check(title && title.endsWith(`: ${want}`), `flow from position ${other} says ${JSON.stringify(title)}, want ${want}`);
+    for (const method of ["raw", "flow"]) {
+      check(!(await page.isDisabled(`#method-${method}`)), `${method} is not selectable for position ${other}`);
+      const want = report.all_positions[method][0][other][0].toFixed(4);
+      const title = await page.getAttribute(`table.heatmap[data-method=${method}] tbody tr:last-child td.cell`, "title");
+      check(title && title.endsWith(`: ${want}`), `${method} from position ${other} says ${JSON.stringify(title)}, want ${want}`);
+    }
   }
 
   await page.screenshot({ path: screenshot, fullPage: true });

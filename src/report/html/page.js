@@ -6,7 +6,7 @@ const report = data.report;
 const METHODS = ["raw", "rollout", "flow"];
 const NAMES = { raw: "Raw attention", rollout: "Attention rollout", flow: "Attention flow" };
 const TARGET = report.target.index;
-// With --all-positions the page can explain any position (rollout and flow only).
+// With --all-positions the page can explain any position (attention's raw, rollout and flow).
 const ALL = report.all_positions || null;
 // With --mixing: SPEC §8's methods, each with layer (shown in raw's place), rollout, flow.
 const MIXINGS = ["attention", ...Object.keys(report.methods || {}).filter((m) => m !== "attention")];
@@ -25,7 +25,7 @@ function rows(method) {
     return report.methods[state.mixing][method === "raw" ? "layer" : method];
   }
   if (state.position === TARGET) return report.relevance[method];
-  if (!ALL || !ALL[method]) return null;
+  if (!ALL || !ALL[method] || !ALL[method].length) return null;
   return ALL[method].map((layer) => layer[state.position]);
 }
 
@@ -124,8 +124,8 @@ function sentence() {
   });
   if (ALL) {
     document.getElementById("pick-note").textContent =
-      "Click a token to explain its position instead (rollout and flow; raw attention is " +
-      "in the report for the target only).";
+      "Click a token to explain its position instead (attention's maps; the other mixings " +
+      "are in the report for the target only).";
   }
 }
 
