@@ -8,8 +8,13 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use bert_explain::causal::{CausalMethodMaps, CausalMethods, CausalOptions};
+use std::sync::{Arc, Mutex};
+
+use bert_explain::causal::{CausalExplainer, CausalMethodMaps, CausalMethods, CausalOptions};
 use bert_explain::methods::Mixing;
+use bert_explain::relevance::Progress;
+use bert_explain::ModelSource;
+use candle_core::Device;
 use common::causal::each_case;
 use common::{bin, fails, real_model, repo};
 use serde::Deserialize;
@@ -99,6 +104,43 @@ fn every_method_matches_transformers_on_every_decoder_family() {
 fn every_method_matches_transformers_on_real_gpt2_weights() {
     let dir = real_model("iglm-gpt2");
     check_cases("methods-real", dir.parent().unwrap());
+}
+
+/// Every token's flows, attention's and every other method's, tell the progress how far they
+/// have got as one count of their sinks (N of the fed sequence each), to the end; the report
+/// is the one made without a progress.
+#[test]
+fn every_flow_reports_its_progress_to_the_end() {
+    let source = ModelSource::Folder(repo().join("models/tiny-gpt2"));
+    let explainer = CausalExplainer::load(&source, &Device::Cpu).unwrap();
+    let quiet = CausalOptions {
+        generate: 3,
+        methods: CausalMethods {
+            flow: true,
+            ..Default::default()
+        },
+        mixings: vec![Mixing::Attention, Mixing::Norm],
+        ..Default::default()
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let told = CausalOptions {
+        progress: Some(Progress(Arc::new(move |done, total| {
+            record.lock().unwrap().push((done, total))
+        }))),
+        ..quiet.clone()
+    };
+    let prompt = "The keys to the cabinet";
+    let got = explainer.explain(prompt, &told).unwrap();
+    assert_eq!(got, explainer.explain(prompt, &quiet).unwrap());
+    let fed = got.prompt_ids.len() + got.generated_ids.len() - 1;
+    // Attention's flow for each token, then norm's (attention's own maps are reused).
+    let total = 2 * got.generated_ids.len() * fed;
+    let want: Vec<(usize, usize)> = (1..=total).map(|done| (done, total)).collect();
+    // From any thread, in any order.
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, want);
 }
 
 #[test]

@@ -239,3 +239,41 @@ fn methods_are_refused_where_they_do_not_apply() {
     );
     // Causal models take --mixing too: tests/causal_methods.rs.
 }
+
+/// Every flow of a report tells the progress how far it has got: attention's and each other
+/// method's, each counting the n sinks to the end; the report is the one made without.
+#[test]
+fn every_flow_reports_its_progress_to_the_end() {
+    use bert_explain::explain::Progress;
+    use bert_explain::{ExplainOptions, Explainer, ModelSource};
+    use std::sync::{Arc, Mutex};
+
+    let model = ModelSource::Folder(repo().join("models/tiny-bert-modern"));
+    let explainer = Explainer::load(&model, &Device::Cpu).unwrap();
+    let quiet = ExplainOptions {
+        mixing: Some(vec![Mixing::Attention, Mixing::Norm, Mixing::Alti]),
+        ..ExplainOptions::default()
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let told = ExplainOptions {
+        progress: Some(Progress(Arc::new(move |done, total| {
+            record.lock().unwrap().push((done, total))
+        }))),
+        ..quiet.clone()
+    };
+    let text = "The author talked to Sara about [MASK] book";
+    let got = explainer.explain(text, &told).unwrap();
+    assert_eq!(got, explainer.explain(text, &quiet).unwrap());
+    let n = got.tokens.len();
+    let seen = seen.lock().unwrap();
+    // Attention's flow (its method maps are the report's), then norm's and ALTI's.
+    assert_eq!(seen.len(), 3 * n);
+    assert!(seen
+        .iter()
+        .all(|&(done, total)| total == n && (1..=n).contains(&done)));
+    assert_eq!(
+        seen.iter().filter(|&&(done, total)| done == total).count(),
+        3
+    );
+}

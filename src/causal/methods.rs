@@ -47,6 +47,8 @@ pub struct Generated<'a> {
     pub ids: &'a [u32],
     /// m.
     pub prompt: usize,
+    /// Told how far each flow has got.
+    pub progress: &'a (dyn Fn(usize, usize) + Sync),
 }
 
 /// Every mixing in `mixings` for each generated token.
@@ -139,7 +141,10 @@ impl Maps {
         self.rollout
             .push(prompt_by_layer(&propagated.rollout(t)?, prompt));
         if methods.flow {
-            self.flow.push(prompt_by_layer(&propagated.flow(t), prompt));
+            self.flow.push(prompt_by_layer(
+                &propagated.flow_with(t, text.progress),
+                prompt,
+            ));
         }
         Ok(())
     }

@@ -18,6 +18,8 @@ pub mod relevance;
 mod render;
 pub mod report;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use candle_core::Device;
 
 pub use crate::model::causal::{CausalDims, CausalLm, KvCache, StepOutput};
@@ -27,7 +29,7 @@ pub use figure::{causal_figure, causal_html};
 pub use files::{is_causal, CausalFiles, CausalTokenizer};
 pub use generate::{argmax, generate, sample, Decoding, Generation};
 pub use methods::{causal_mixings, CausalMethodMaps, CausalMixings, Generated};
-pub use relevance::{causal_relevance, CausalMethods, CausalRelevance};
+pub use relevance::{causal_relevance, causal_relevance_with, CausalMethods, CausalRelevance};
 pub use render::CausalRenderer;
 pub use report::{rank, CausalMethod, CausalReport, GenerationInfo, RankedToken, Ranking};
 
@@ -36,6 +38,7 @@ use crate::checkpoint::{ModelSource, Weights};
 use crate::device::{bind_to_thread, device_name};
 use crate::error::{Error, Result};
 use crate::methods::Mixing;
+use crate::relevance::Progress;
 
 /// What to generate and explain, beyond the prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +53,8 @@ pub struct CausalOptions {
     pub skip_common: bool,
     /// SPEC §8's methods to compute besides attention's maps (`--mixing`).
     pub mixings: Vec<Mixing>,
+    /// Told how far each flow has got (`--flow` on a long text can take minutes).
+    pub progress: Option<Progress>,
 }
 
 impl Default for CausalOptions {
@@ -61,6 +66,7 @@ impl Default for CausalOptions {
             top_prompt: 3,
             skip_common: false,
             mixings: Vec::new(),
+            progress: None,
         }
     }
 }
@@ -149,11 +155,30 @@ impl CausalExplainer {
             &self.device,
         )?;
         let m = prompt_ids.len();
-        let relevance = causal_relevance(
+        let told = Progress::of(options.progress.as_ref());
+        // Every token's flows (attention's, then each other method's) as one count: each
+        // call is one more sink done, of N per flow.
+        let flows = match options.methods.flow {
+            true => {
+                generation.ids.len()
+                    * (1 + options
+                        .mixings
+                        .iter()
+                        .filter(|&&m| m != Mixing::Attention)
+                        .count())
+            }
+            false => 0,
+        };
+        let done = AtomicUsize::new(0);
+        let progress = &|_: usize, sinks: usize| {
+            told(done.fetch_add(1, Ordering::Relaxed) + 1, flows * sinks);
+        };
+        let relevance = causal_relevance_with(
             &generation.attention,
             m,
             generation.ids.len(),
             options.methods,
+            progress,
         )?;
         let methods = match options.mixings.is_empty() {
             true => None,
@@ -164,6 +189,7 @@ impl CausalExplainer {
                     fed: &fed,
                     ids: &generation.ids,
                     prompt: m,
+                    progress,
                 };
                 let model = self.model.as_ref();
                 let (mixings, methods) = (&options.mixings, options.methods);

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::attention::{with_residual, AttentionStack, HostLayers};
 use crate::error::Result;
-use crate::relevance::{flow, joint_attention, RelevanceOptions};
+use crate::relevance::{flow_with, joint_attention, RelevanceOptions};
 
 /// Each method as `[g][m][L]`: generated token k, prompt token j, layer l + 1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +48,17 @@ pub fn causal_relevance(
     generated: usize,
     methods: CausalMethods,
 ) -> Result<CausalRelevance> {
+    causal_relevance_with(stack, prompt, generated, methods, &|_, _| {})
+}
+
+/// [`causal_relevance`], telling `progress` how far each token's flow has got.
+pub fn causal_relevance_with(
+    stack: &AttentionStack,
+    prompt: usize,
+    generated: usize,
+    methods: CausalMethods,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<CausalRelevance> {
     let fused = stack.fuse(methods.relevance.fusion)?;
     let augmented = with_residual(&fused, methods.relevance.residual)?;
     let joint = joint_attention(&augmented)?;
@@ -67,7 +78,7 @@ pub fn causal_relevance(
             let per_token = rows
                 .clone()
                 .map(|t| {
-                    let layers = capacities.read(|capacities| flow(capacities, t));
+                    let layers = capacities.read(|capacities| flow_with(capacities, t, progress));
                     (0..prompt)
                         .map(|j| layers.iter().map(|row| row[j]).collect())
                         .collect()

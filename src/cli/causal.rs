@@ -82,6 +82,7 @@ impl CausalArgs {
             top_prompt: self.top_prompt.unwrap_or(defaults.top_prompt),
             skip_common: self.skip_common,
             mixings,
+            progress: None,
         }
     }
 }
@@ -120,7 +121,10 @@ pub fn run(
     printing: Printing,
 ) -> anyhow::Result<()> {
     // Once: the default seed comes from the clock.
-    let options = args.options(relevance, mixings);
+    let options = CausalOptions {
+        progress: Some(super::flow_progress()),
+        ..args.options(relevance, mixings)
+    };
     let generate = options.generate;
     if let Some(token) = args.figure_token.filter(|&k| k >= generate) {
         return Err(Error::FigureTokenOutOfRange { token, generate }.into());

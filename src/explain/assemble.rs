@@ -10,7 +10,7 @@ use crate::device::device_name;
 use crate::eraser::{aopc, Erasable, Eraser};
 use crate::error::{Error, Result};
 use crate::methods::{Methods, Mixing};
-use crate::relevance::{AttentionGraph, Relevance};
+use crate::relevance::{AttentionGraph, Progress, Relevance};
 use crate::report::{Prediction, Report, Target};
 
 /// ERASER of attention's last-layer rollout and flow, and of every other method's.
@@ -105,11 +105,7 @@ pub(super) fn assemble(
     prediction: Option<Prediction>,
     options: &ExplainOptions,
 ) -> Result<Report> {
-    let quiet = |_: usize, _: usize| {};
-    let progress: &(dyn Fn(usize, usize) + Sync) = match &options.progress {
-        Some(progress) => &*progress.0,
-        None => &quiet,
-    };
+    let progress = Progress::of(options.progress.as_ref());
     let relevance = graph.relevance_with(target, progress)?;
     let maps = [&relevance.raw, &relevance.rollout, &relevance.flow];
     if maps

@@ -9,7 +9,6 @@ use assemble::{assemble, eraser_of_every_map, listing, resolve_target, Source};
 pub use assemble::{attention_target, explain_attention};
 use prediction::probabilities;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
@@ -24,6 +23,7 @@ use crate::importance::{importance, Blank};
 use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
 use crate::model::{EncoderConfig, Keep, Model, ModelOutput, Task};
+pub use crate::relevance::Progress;
 use crate::relevance::{fuse_to_host, AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report};
 use crate::tokens::{Encoding, TextTokenizer};
@@ -46,31 +46,14 @@ pub struct ExplainOptions {
     pub relevance: RelevanceOptions,
     /// Also compute rollout and flow from every position.
     pub all_positions: bool,
-    /// Told how far flow from every position has got (it can take minutes on long texts).
+    /// Told how far each flow has got (flow from every position can take minutes on long
+    /// texts; from one position, on peaked attention).
     pub progress: Option<Progress>,
     /// Also score each token's importance and correlate the maps with the scores.
     pub evaluate: Option<EvaluateOptions>,
     /// SPEC §8's methods to compute besides today's maps (`None`: none, the report as
     /// before).
     pub mixing: Option<Vec<Mixing>>,
-}
-
-/// Called as `(done, total)` while a long step runs, from any thread: today the flows
-/// from every position, counted per (layer, sink), the flows from every position of one
-/// layer into one sink.
-#[derive(Clone)]
-pub struct Progress(pub Arc<dyn Fn(usize, usize) + Send + Sync>);
-
-impl std::fmt::Debug for Progress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Progress")
-    }
-}
-
-impl PartialEq for Progress {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
 }
 
 /// The paper's candidates, reported unless others are asked for.
@@ -291,6 +274,7 @@ impl Explainer {
                     mixings,
                     options.relevance,
                     &report.relevance,
+                    Progress::of(options.progress.as_ref()),
                 )?)
             }
             None => None,

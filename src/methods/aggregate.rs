@@ -8,7 +8,7 @@ use candle_core::{IndexOp, Tensor};
 use super::{MethodMaps, Mixing};
 use crate::attention::{normalise_rows, with_residual, HostLayers};
 use crate::error::Result;
-use crate::relevance::{flow, joint_attention};
+use crate::relevance::{flow_with, joint_attention};
 
 /// `matrices`: `[L, n, n]` f64, `M_l` before row normalisation.
 pub fn aggregate(
@@ -17,11 +17,22 @@ pub fn aggregate(
     target: usize,
     alpha: f64,
 ) -> Result<MethodMaps> {
+    aggregate_with(matrices, mixing, target, alpha, &|_, _| {})
+}
+
+/// [`aggregate`], telling `progress` how far the flow has got.
+pub fn aggregate_with(
+    matrices: &Tensor,
+    mixing: Mixing,
+    target: usize,
+    alpha: f64,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<MethodMaps> {
     let propagated = Propagated::of(matrices, mixing, alpha)?;
     Ok(MethodMaps {
         layer: propagated.layer(target)?,
         rollout: propagated.rollout(target)?,
-        flow: propagated.flow(target),
+        flow: propagated.flow_with(target, progress),
     })
 }
 
@@ -76,7 +87,17 @@ impl Propagated {
 
     /// The `flow` map of `target`, `[L][n]`.
     pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
-        self.capacities.read(|capacities| flow(capacities, target))
+        self.flow_with(target, &|_, _| {})
+    }
+
+    /// [`Self::flow`], telling `progress` how far it has got.
+    pub fn flow_with(
+        &self,
+        target: usize,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Vec<Vec<f64>> {
+        self.capacities
+            .read(|capacities| flow_with(capacities, target, progress))
     }
 }
 

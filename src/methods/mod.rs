@@ -24,7 +24,7 @@ use std::str::FromStr;
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
-pub use aggregate::{aggregate, Propagated};
+pub use aggregate::{aggregate, aggregate_with, Propagated};
 pub use grad_attention::decoder_matrices as decoder_grad_attention;
 
 use crate::attention::compute_dtype;
@@ -148,12 +148,14 @@ pub struct Run<'a> {
 
 /// Every mixing in `mixings`, aggregated for the run's target. Attention's maps are the
 /// report's own (`relevance`, computed with the same options); the other methods read one
-/// more forward pass, which keeps the layers' internals.
+/// more forward pass, which keeps the layers' internals. `progress` is told how far each
+/// flow has got.
 pub fn compute(
     run: &Run,
     mixings: &[Mixing],
     options: RelevanceOptions,
     relevance: &Relevance,
+    progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Methods> {
     let pass = match mixings.iter().any(|m| m.needs_model()) {
         true => {
@@ -179,7 +181,7 @@ pub fn compute(
             (_, Some(output)) => {
                 let matrices = matrices(run, output, mixing)?;
                 check_finite(&matrices, mixing)?;
-                aggregate(&matrices, mixing, run.target, options.residual)?
+                aggregate_with(&matrices, mixing, run.target, options.residual, progress)?
             }
             (_, None) => unreachable!("the pass runs for every method but attention"),
         };

@@ -11,6 +11,8 @@ pub use flow::{
 pub use raw::raw;
 pub use rollout::{joint_attention, rollout, rollout_on_host};
 
+use std::sync::Arc;
+
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +33,33 @@ impl Default for RelevanceOptions {
             fusion: HeadFusion::Mean,
             residual: 0.5,
         }
+    }
+}
+
+/// Called as `(done, total)` while a flow runs, from any thread: one position's flow counts
+/// its sinks, every position's its (layer, sink) pairs; each flow is a new count.
+#[derive(Clone)]
+pub struct Progress(pub Arc<dyn Fn(usize, usize) + Send + Sync>);
+
+impl Progress {
+    /// What a flow calls: this progress, or nothing without one.
+    pub fn of(progress: Option<&Progress>) -> &(dyn Fn(usize, usize) + Sync) {
+        match progress {
+            Some(progress) => &*progress.0,
+            None => &|_, _| {},
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
+}
+
+impl PartialEq for Progress {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
