@@ -320,6 +320,55 @@ fn the_head_view_has_every_heads_rows() {
     }
 }
 
+/// A causal model's heads cover the positions fed while generating: the prompt and every
+/// generated token but the last, each row over the positions up to its own.
+#[test]
+fn a_causal_models_head_view_covers_the_generated_text() {
+    let gpt2 = model("tiny-gpt2");
+    let served = Served::start(&gpt2, &[]);
+    let prompt = "The author talked to";
+    let report = cli(&gpt2, &["--generate", "3", prompt]);
+    let strings =
+        |key: &str| -> Vec<String> { serde_json::from_value(report[key].clone()).unwrap() };
+    let (prompt_tokens, generated) = (strings("prompt_tokens"), strings("generated_tokens"));
+    let fed: Vec<String> = [&prompt_tokens[..], &generated[..generated.len() - 1]].concat();
+    let (layers, heads) = (
+        report["layers"].as_u64().unwrap(),
+        report["heads"].as_u64().unwrap(),
+    );
+    let body = json!({"text": prompt, "generate": 3, "layer": layers});
+    let (status, got) = served.post("/api/heads", &body);
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["tokens"], json!(fed));
+    let got: Vec<Vec<Vec<f64>>> = serde_json::from_value(got["heads"].clone()).unwrap();
+    let n = fed.len();
+    assert_eq!(
+        (got.len(), got[0].len(), got[0][0].len()),
+        (heads as usize, n, n)
+    );
+    for (i, row) in got.iter().flat_map(|head| head.iter().enumerate()) {
+        assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-5);
+        assert!(
+            row[i + 1..].iter().all(|&v| v == 0.0),
+            "row {i} attends ahead"
+        );
+    }
+    // The heads' mean at each generated token's position is the report's raw attention
+    // over the prompt, `[g][m][L]`.
+    let m = prompt_tokens.len();
+    let raw = &report["relevance"]["raw"];
+    for k in 0..generated.len() {
+        for j in 0..m {
+            let mean = got.iter().map(|h| h[m - 1 + k][j]).sum::<f64>() / heads as f64;
+            let want = raw[k][j][layers as usize - 1].as_f64().unwrap();
+            assert!(
+                (mean - want).abs() < 1e-6,
+                "token {k}, prompt {j}: {mean} vs {want}"
+            );
+        }
+    }
+}
+
 #[test]
 fn ctrl_c_stops_it_and_another_host_is_announced() {
     let served = Served::start(&model("tiny-bert-modern"), &["--host", "0.0.0.0"]);
@@ -377,6 +426,68 @@ fn the_explorer_in_a_browser_shows_the_command_lines_numbers() {
         .arg(format!("http://{}/", served.address))
         .arg(&expected_path)
         .arg(dir.join("explorer.png"))
+        .current_dir(repo().join("tests/browser"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A classifier's labels and a causal model's head view in the browser
+/// (tests/browser/check-explorer-tasks.mjs): picking a label explains it as
+/// `--evaluate --label` does; the head view covers the generated text.
+#[test]
+fn the_explorer_in_a_browser_picks_labels_and_shows_a_causal_models_heads() {
+    if !common::browser_available() {
+        return;
+    }
+    let classifier = model("tiny-bert-cls");
+    let gpt2 = model("tiny-gpt2");
+    let (labelled_server, causal_server) =
+        (Served::start(&classifier, &[]), Served::start(&gpt2, &[]));
+    let text = "a good film";
+    let top = cli(&classifier, &[text])["prediction"]["labels"][0]["id"].clone();
+    let label = 1 - top.as_u64().unwrap();
+    let labelled = cli(
+        &classifier,
+        &[
+            "--evaluate",
+            "--label",
+            &label.to_string(),
+            "--mixing",
+            "grad-attention",
+            text,
+        ],
+    );
+    let (prompt, generate) = ("The author talked to", 3);
+    let generated = cli(&gpt2, &["--generate", &generate.to_string(), prompt]);
+    let strings =
+        |key: &str| -> Vec<String> { serde_json::from_value(generated[key].clone()).unwrap() };
+    let made = strings("generated_tokens");
+    let fed = [&strings("prompt_tokens")[..], &made[..made.len() - 1]].concat();
+    let expected = json!({
+        "classifier": {
+            "text": text,
+            "label": label,
+            "name": labelled["importance"]["word"],
+            "layers": labelled["layers"],
+            "labelled": labelled,
+        },
+        "causal": {"prompt": prompt, "generate": generate, "heads": generated["heads"], "fed": fed},
+    });
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer-tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let expected_path = dir.join("expected.json");
+    std::fs::write(&expected_path, expected.to_string()).unwrap();
+    let output = Command::new("node")
+        .arg(repo().join("tests/browser/check-explorer-tasks.mjs"))
+        .arg(format!("http://{}/", labelled_server.address))
+        .arg(format!("http://{}/", causal_server.address))
+        .arg(&expected_path)
         .current_dir(repo().join("tests/browser"))
         .output()
         .unwrap();

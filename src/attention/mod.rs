@@ -25,6 +25,15 @@ pub enum HeadFusion {
     Min,
 }
 
+/// Every head's attention in one layer: what a head view draws
+/// ([`crate::Explainer::layer_heads`], [`crate::causal::CausalExplainer::layer_heads`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LayerHeads {
+    pub tokens: Vec<String>,
+    /// `[H][n][n]`: row i is what position i attends.
+    pub heads: Vec<Vec<Vec<f64>>>,
+}
+
 /// Every layer's attention probabilities for one sentence.
 #[derive(Debug, Clone)]
 pub struct AttentionStack {

@@ -20,7 +20,7 @@ pub mod report;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use candle_core::Device;
+use candle_core::{DType, Device, IndexOp};
 
 pub use crate::model::causal::{CausalDims, CausalLm, KvCache, StepOutput};
 pub use crate::model::families::gpt2::{Gpt2, Gpt2Config};
@@ -33,7 +33,7 @@ pub use relevance::{causal_relevance, causal_relevance_with, CausalMethods, Caus
 pub use render::CausalRenderer;
 pub use report::{rank, CausalMethod, CausalReport, GenerationInfo, RankedToken, Ranking};
 
-use crate::attention::HeadFusion;
+use crate::attention::{HeadFusion, LayerHeads};
 use crate::checkpoint::{ModelSource, Weights};
 use crate::device::{bind_to_thread, device_name};
 use crate::error::{Error, Result};
@@ -112,41 +112,7 @@ impl CausalExplainer {
 
     /// Generates from `prompt` and explains every generated token, on any thread.
     pub fn explain(&self, prompt: &str, options: &CausalOptions) -> Result<CausalReport> {
-        // A thread other than the loading one needs the device's context (bind_to_thread).
-        bind_to_thread(&self.device)?;
-        if prompt.is_empty() {
-            return Err(Error::EmptyPrompt);
-        }
-        if options.generate == 0 {
-            return Err(Error::NothingToGenerate);
-        }
-        let prompt_ids = self.tokenizer.encode(prompt)?;
-        let dims = self.model.dims();
-        let max = dims.max_positions;
-        if prompt_ids.is_empty() {
-            return Err(Error::EmptyPrompt);
-        }
-        let rows = dims.vocab_size;
-        if let Some(&id) = prompt_ids.iter().find(|&&id| id as usize >= rows) {
-            return Err(Error::TokenOutsideEmbeddings {
-                token: self.tokenizer.decode(&[id])?,
-                id,
-                rows,
-            });
-        }
-        if prompt_ids.len() > max {
-            return Err(Error::PromptTooLong {
-                len: prompt_ids.len(),
-                max,
-            });
-        }
-        if prompt_ids.len() + options.generate > max {
-            return Err(Error::GenerationTooLong {
-                prompt: prompt_ids.len(),
-                generate: options.generate,
-                max,
-            });
-        }
+        let prompt_ids = self.checked_prompt(prompt, options)?;
         let generation = generate(
             self.model.as_ref(),
             &prompt_ids,
@@ -251,5 +217,77 @@ impl CausalExplainer {
             methods,
             ranking,
         })
+    }
+
+    /// Every head's attention in layer `layer` (1 to L) over the positions fed while
+    /// generating from `prompt` as `options` say (the prompt and every generated token but
+    /// the last), `[H][N][N]` on the host, with those tokens: what a head view draws.
+    pub fn layer_heads(
+        &self,
+        prompt: &str,
+        options: &CausalOptions,
+        layer: usize,
+    ) -> Result<LayerHeads> {
+        let prompt_ids = self.checked_prompt(prompt, options)?;
+        let generation = generate(
+            self.model.as_ref(),
+            &prompt_ids,
+            options.generate,
+            options.decoding,
+            &self.device,
+        )?;
+        let stack = generation.attention.tensor();
+        let layers = generation.attention.layers();
+        let Some(l) = layer.checked_sub(1).filter(|&l| l < layers) else {
+            return Err(Error::LayerOutOfRange { layer, layers });
+        };
+        let heads = stack.i(l)?.to_dtype(DType::F64)?.to_vec3::<f64>()?;
+        let fed = heads.first().map_or(0, Vec::len);
+        let ids = [&prompt_ids[..], &generation.ids[..]].concat();
+        Ok(LayerHeads {
+            tokens: self.tokenizer.token_texts(&ids[..fed])?,
+            heads,
+        })
+    }
+
+    /// The prompt's ids, after checking the prompt and `options.generate` against the
+    /// model (on any thread: this binds the device's context to it).
+    fn checked_prompt(&self, prompt: &str, options: &CausalOptions) -> Result<Vec<u32>> {
+        // A thread other than the loading one needs the device's context (bind_to_thread).
+        bind_to_thread(&self.device)?;
+        if prompt.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        if options.generate == 0 {
+            return Err(Error::NothingToGenerate);
+        }
+        let prompt_ids = self.tokenizer.encode(prompt)?;
+        let dims = self.model.dims();
+        let max = dims.max_positions;
+        if prompt_ids.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        let rows = dims.vocab_size;
+        if let Some(&id) = prompt_ids.iter().find(|&&id| id as usize >= rows) {
+            return Err(Error::TokenOutsideEmbeddings {
+                token: self.tokenizer.decode(&[id])?,
+                id,
+                rows,
+            });
+        }
+        if prompt_ids.len() > max {
+            return Err(Error::PromptTooLong {
+                len: prompt_ids.len(),
+                max,
+            });
+        }
+        if prompt_ids.len() + options.generate > max {
+            return Err(Error::GenerationTooLong {
+                prompt: prompt_ids.len(),
+                generate: options.generate,
+                max,
+            });
+        }
+        Ok(prompt_ids)
     }
 }

@@ -11,7 +11,8 @@
 //!   a causal model's for a prompt).
 //! - `POST /api/figure?format=svg|png|html`, same body: the figure or the `--html` page.
 //! - `POST /api/heads` `{"text": …, "layer": l, options…}`: every head's attention in layer l,
-//!   `{"tokens": [...], "heads": [H][n][n]}` (encoders).
+//!   `{"tokens": [...], "heads": [H][n][n]}`; for a causal model, over the prompt and the
+//!   tokens generated from it but the last (its options as for `/api/explain`).
 //!
 //! A mistake in the request is a 400 with the command line's message (`{"error": …}`),
 //! anything else a 500; bodies over a mebibyte are refused. A few threads answer, each
@@ -219,25 +220,29 @@ impl State {
         Ok((bytes, content_type(format)))
     }
 
-    /// Every head's attention in the request's layer.
+    /// Every head's attention in the request's layer: over the text, or for a causal model
+    /// over the positions fed while generating from the prompt as the request says.
     fn heads(&self, body: &Value) -> anyhow::Result<(Vec<u8>, &'static str)> {
-        let Loaded::Encoder(explainer) = &self.loaded else {
-            return Err(Error::OptionNotUsed {
-                option: "the head view".into(),
-                why: "for a causal model (its heads are in the report's sequence only)",
-            }
-            .into());
-        };
         let layer = body.get("layer").and_then(Value::as_u64).ok_or_else(|| {
             Error::Request(
                 "\"layer\" (1 to the model's layers) is missing or not a whole number".into(),
             )
         })?;
         let (args, matches) = self.arguments(body, &["layer"])?;
-        refuse_unused(&matches, Mode::Masked, &self.model)?;
         let text = args.text.clone().unwrap_or_default();
         let options = explain_options(&args)?;
-        let found = explainer.layer_heads(&text, &options, layer as usize)?;
+        let found = match &self.loaded {
+            Loaded::Encoder(explainer) => {
+                refuse_unused(&matches, Mode::Masked, &self.model)?;
+                explainer.layer_heads(&text, &options, layer as usize)?
+            }
+            Loaded::Causal(explainer) => {
+                refuse_unused(&matches, Mode::Causal, &self.model)?;
+                let mixing = options.mixing.unwrap_or_default();
+                let causal = args.causal.options(options.relevance, mixing);
+                explainer.layer_heads(&text, &causal, layer as usize)?
+            }
+        };
         let json =
             serde_json::json!({ "layer": layer, "tokens": found.tokens, "heads": found.heads });
         Ok((json.to_string().into_bytes(), "application/json"))

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 
-use crate::attention::AttentionStack;
+use crate::attention::{AttentionStack, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
 use crate::device::bind_to_thread;
 use crate::eraser::Erasable;
@@ -473,14 +473,6 @@ impl Explainer {
 }
 
 /// A text after the forward pass ([`Explainer::forward`]), its attention on the host: what
-/// Every head's attention in one layer ([`Explainer::layer_heads`]).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct LayerHeads {
-    pub tokens: Vec<String>,
-    /// `[H][n][n]`: row i is what position i attends.
-    pub heads: Vec<Vec<Vec<f64>>>,
-}
-
 /// [`Explainer::finish`] makes the report of. It holds nothing on the device, so that any
 /// thread may finish it.
 pub struct Forwarded {

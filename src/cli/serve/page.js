@@ -7,10 +7,11 @@ const MIXINGS = ["attention", "norm", "alti", "value-zeroing", "grad-attention"]
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
   "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"];
 const state = {
-  info: null, reports: [], texts: [], targets: [null, null],
+  info: null, reports: [], texts: [], targets: [null, null], labels: [null, null],
   mixing: "attention", aggregation: "flow", layer: Infinity, generated: 0, heads: null, hidden: new Set(),
 };
 const causal = () => state.info && state.info.task === "causal-lm";
+const classifier = () => state.info && ["sequence-classification", "replaced-token-detection"].includes(state.info.task);
 
 function el(tag, attributes, text) {
   const node = document.createElement(tag);
@@ -55,6 +56,12 @@ function request(i) {
     if ($("causal-flow").checked) body.flow = true;
   } else {
     if (state.targets[i] !== null) body.target = state.targets[i];
+    // A picked label is the one --evaluate scores and grad-attention differentiates.
+    if (state.labels[i] !== null) {
+      body.evaluate = true;
+      body.label = String(state.labels[i]);
+      if (!(body.mixing || []).includes("grad-attention")) body.mixing = [...(body.mixing || []), "grad-attention"];
+    }
     const candidates = $("candidates").value.trim();
     if (candidates && state.info.task === "masked-lm") body.candidates = candidates.split(",").map((c) => c.trim());
   }
@@ -163,23 +170,33 @@ function pane(report, i) {
       line.append(span);
     });
   }
-  box.append(line, prediction(report), heatmap(report, grid, tokens));
+  box.append(line, prediction(report, i), heatmap(report, grid, tokens));
   return box;
 }
 
-function prediction(report) {
+function prediction(report, i) {
   const box = el("div", { class: "prediction" });
   if (report.mode === "causal") {
     box.append(el("p", {}, `Generated: ${report.generated_text}`));
     return box;
   }
   box.append(el("p", { class: "meta" }, `Explaining position ${report.target.index} “${report.target.token}”`));
+  if (report.importance && classifier()) {
+    box.append(el("p", { class: "meta explained-label" },
+      `for the label “${report.importance.word}” (grad-attention and the importance scores follow the label; attention's maps do not depend on it)`));
+  }
   for (const [group, entries] of Object.entries(report.prediction || {})) {
     if (!Array.isArray(entries)) continue;
     const list = el("ol");
     for (const e of entries) {
       const name = e.word ?? e.label ?? e.token ?? "";
-      list.append(el("li", {}, `${name}: ${e.probability.toFixed(4)}`));
+      const item = el("li", {}, `${name}: ${e.probability.toFixed(4)}`);
+      if (group === "labels" && classifier()) {
+        const pick = el("button", { class: "pick-label", "data-label": e.id, title: "explain this label" }, "explain");
+        pick.addEventListener("click", () => { state.labels[i] = e.id; explainPane(i); });
+        item.append(" ", pick);
+      }
+      list.append(item);
     }
     box.append(el("h3", {}, group), list);
   }
@@ -210,12 +227,13 @@ function heatmap(report, grid, tokens) {
   return table;
 }
 
+// A causal model's heads cover the prompt and the tokens generated from it but the last.
 async function loadHeads() {
   state.heads = null;
-  if (causal()) return;
   const layers = state.reports[0].layers;
   state.layer = Math.min(Math.max(state.layer, 1), layers);
   const body = { text: state.texts[0], layer: state.layer };
+  if (causal()) body.generate = request(0).generate;
   const response = await api("/api/heads", body);
   state.heads = await response.json();
 }
@@ -300,10 +318,11 @@ async function start() {
     return label;
   }));
   $("compare").addEventListener("change", () => { $("text-b").hidden = !$("compare").checked; });
-  $("explain").addEventListener("click", () => { state.targets = [null, null]; explainAll(); });
+  const fresh = () => { state.targets = [null, null]; state.labels = [null, null]; explainAll(); };
+  $("explain").addEventListener("click", fresh);
   for (const id of ["text-a", "text-b"]) {
     $(id).addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); state.targets = [null, null]; explainAll(); }
+      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); fresh(); }
     });
   }
   $("mixing").addEventListener("change", () => { state.mixing = $("mixing").value; draw(); });
