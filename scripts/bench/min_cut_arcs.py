@@ -8,7 +8,10 @@ maximum flow from (L, position) on capacities rounded to multiples of 2^-29, the
 of a minimum cut is what the residual graph reaches, and the script counts the arcs of the
 real capacities (above 1e-14, the engine's zero) that cross it, its capacity on the real
 capacities, the nodes per layer on the source side, and how far the engine's upper bound
-(bounds.rs: Σ_m min(h_1(m), Â_1[m][sink]), h carried down layer by layer) lies above it.
+(bounds.rs: Σ_m min(h_1(m), Â_1[m][sink]), h carried down layer by layer) lies above it;
+and a two-sided bound tried beside it (not in the engine): g carried up from the sink the
+same way (g_1(i) = Â_1[i][sink], g_k(i) = Σ_j min(Â_k[i][j], g_{k-1}(j)) bounds the flow from
+(k, i) into the sink), and no flow exceeds Σ_m min(h_k(m), g_k(m)) at any layer k.
 
     .venv-reference/bin/python scripts/bench/min_cut_arcs.py STACK.npy LAYERS POSITION [--every K]
         [--paths FILE]
@@ -46,6 +49,26 @@ def upper_bounds(augmented, position):
     return np.minimum(reach, augmented[layers - 1][position].sum())
 
 
+def two_sided_bound(augmented, reach, sink):
+    """min over layers k of Σ_m min(h_k(m), g_k(m)), with `reach[k]` = h_k."""
+    layers = augmented.shape[0]
+    g = augmented[0][:, sink].copy()
+    best = np.minimum(reach[1], g).sum()
+    for k in range(2, layers):
+        g = np.minimum(augmented[k - 1], g[None, :]).sum(axis=1)
+        best = min(best, np.minimum(reach[k], g).sum())
+    return best
+
+
+def reaches(augmented, position):
+    """h_k for k = L − 1 … 0: what can reach each node of layer k from (L, position)."""
+    layers = augmented.shape[0]
+    reach = {layers - 1: augmented[layers - 1][position].copy()}
+    for k in range(layers - 2, -1, -1):
+        reach[k] = np.minimum(reach[k + 1][:, None], augmented[k]).sum(axis=0)
+    return reach
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stack")
@@ -68,9 +91,10 @@ def main():
     g = graph(augmented)
     source = layers * n + args.position
     bounds = upper_bounds(augmented, args.position)
-    counts, found, above = [], [], []
-    print("| sink | cut arcs | cut capacity | bound above it | source side per layer, 0 … L | engine's paths |")
-    print("|---|---|---|---|---|---|")
+    reach = reaches(augmented, args.position)
+    counts, found, above, both = [], [], [], []
+    print("| sink | cut arcs | cut capacity | bound above it | two-sided bound above it | source side per layer, 0 … L | engine's paths |")
+    print("|---|---|---|---|---|---|---|")
     for sink in range(0, n, args.every):
         result = maximum_flow(g, source, sink, method="dinic")
         side = np.zeros(g.shape[0], bool)
@@ -84,9 +108,12 @@ def main():
         counts.append(arcs)
         found.append(paths.get(sink))
         above.append(bounds[sink] / capacity - 1)
-        print(f"| {sink} | {arcs} | {capacity:.6g} | {above[-1]:.1%} | {per_layer} | {paths.get(sink, '-')} |")
+        both.append(min(bounds[sink], two_sided_bound(augmented, reach, sink)) / capacity - 1)
+        print(f"| {sink} | {arcs} | {capacity:.6g} | {above[-1]:.1%} | {both[-1]:.1%} | {per_layer} "
+              f"| {paths.get(sink, '-')} |")
     print(f"\nmean cut arcs {np.mean(counts):.0f}, bound above the flow: median {np.median(above):.1%}, "
-          f"{min(above):.1%} to {max(above):.1%}", end="")
+          f"{min(above):.1%} to {max(above):.1%}; two-sided: median {np.median(both):.1%}, "
+          f"{min(both):.1%} to {max(both):.1%}", end="")
     if all(p is not None for p in found):
         ratio = np.median(np.array(found) / np.maximum(counts, 1))
         print(f", mean paths {np.mean(found):.0f}, median paths per cut arc {ratio:.1f}", end="")

@@ -112,14 +112,7 @@ impl CausalExplainer {
 
     /// Generates from `prompt` and explains every generated token, on any thread.
     pub fn explain(&self, prompt: &str, options: &CausalOptions) -> Result<CausalReport> {
-        let prompt_ids = self.checked_prompt(prompt, options)?;
-        let generation = generate(
-            self.model.as_ref(),
-            &prompt_ids,
-            options.generate,
-            options.decoding,
-            &self.device,
-        )?;
+        let (prompt_ids, generation) = self.generate(prompt, options)?;
         let m = prompt_ids.len();
         let told = Progress::of(options.progress.as_ref());
         // Every token's flows (attention's, then each other method's) as one count: each
@@ -228,14 +221,7 @@ impl CausalExplainer {
         options: &CausalOptions,
         layer: usize,
     ) -> Result<LayerHeads> {
-        let prompt_ids = self.checked_prompt(prompt, options)?;
-        let generation = generate(
-            self.model.as_ref(),
-            &prompt_ids,
-            options.generate,
-            options.decoding,
-            &self.device,
-        )?;
+        let (prompt_ids, generation) = self.generate(prompt, options)?;
         let stack = generation.attention.tensor();
         let layers = generation.attention.layers();
         let Some(l) = layer.checked_sub(1).filter(|&l| l < layers) else {
@@ -248,6 +234,19 @@ impl CausalExplainer {
             tokens: self.tokenizer.token_texts(&ids[..fed])?,
             heads,
         })
+    }
+
+    /// The prompt's ids and what the model generates from them as `options` say.
+    fn generate(&self, prompt: &str, options: &CausalOptions) -> Result<(Vec<u32>, Generation)> {
+        let prompt_ids = self.checked_prompt(prompt, options)?;
+        let generation = generate(
+            self.model.as_ref(),
+            &prompt_ids,
+            options.generate,
+            options.decoding,
+            &self.device,
+        )?;
+        Ok((prompt_ids, generation))
     }
 
     /// The prompt's ids, after checking the prompt and `options.generate` against the
