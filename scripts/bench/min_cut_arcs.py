@@ -112,8 +112,9 @@ def main():
         print(f"| {sink} | {arcs} | {capacity:.6g} | {above[-1]:.1%} | {both[-1]:.1%} | {per_layer} "
               f"| {paths.get(sink, '-')} |")
     print(f"\nmean cut arcs {np.mean(counts):.0f}, bound above the flow: median {np.median(above):.1%}, "
-          f"{min(above):.1%} to {max(above):.1%}; two-sided: median {np.median(both):.1%}, "
-          f"{min(both):.1%} to {max(both):.1%}", end="")
+          f"{min(above):.1%} to {max(above):.1%}, within 1e-6 at {sum(a <= 1e-6 for a in above)} "
+          f"of {len(above)} sinks; two-sided: median {np.median(both):.1%}, {min(both):.1%} to "
+          f"{max(both):.1%}, within 1e-6 at {sum(b <= 1e-6 for b in both)}", end="")
     if all(p is not None for p in found):
         ratio = np.median(np.array(found) / np.maximum(counts, 1))
         print(f", mean paths {np.mean(found):.0f}, median paths per cut arc {ratio:.1f}", end="")
