@@ -194,38 +194,22 @@ pub fn compute(
 /// report's own), before any row normalisation, from `output`, a forward pass that kept the
 /// layers' internals.
 pub fn matrices(run: &Run, output: &ModelOutput, mixing: Mixing) -> Result<Tensor> {
-    let per_layer = |f: &dyn Fn(usize) -> Result<Tensor>| -> Result<Tensor> {
-        let layers = (0..output.layers.len())
-            .map(f)
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Tensor::stack(&layers, 0)?)
-    };
-    let internals = |l: usize| {
-        output.layers[l]
-            .internals
-            .as_ref()
-            .expect("internals were kept")
-    };
-    Ok(match mixing {
-        Mixing::Attention => {
-            let why = "attention's maps are the report's own, not a mixing matrix";
-            return Err(candle_core::Error::Msg(why.into()).into());
-        }
-        Mixing::Norm => per_layer(&|l| norm::matrix(&output.layers[l].probs, internals(l)))?,
-        Mixing::Alti => per_layer(&|l| alti::matrix(&output.layers[l].probs, internals(l)))?,
-        Mixing::ValueZeroing => per_layer(&|l| {
-            let input = &internals(l).input;
-            let width = input.dim(2)? * run.model.intermediate_factor();
-            value_zeroing::matrix(|x, mask| run.model.run_layer(l, x, mask), width, input)
-        })?,
+    match mixing {
         Mixing::GradAttention => {
             let score = run.score.ok_or(Error::NeedsMlmHead {
                 what: "grad-attention",
                 model: "this checkpoint".into(),
             })?;
-            grad_attention::matrices(run, score)?
+            grad_attention::matrices(run, score)
         }
-    })
+        _ => {
+            let input = &kept(&output.layers[0], mixing)?.input;
+            let width = input.dim(2)? * run.model.intermediate_factor();
+            let layer =
+                |l: usize, x: &Tensor, mask: Option<&Tensor>| run.model.run_layer(l, x, mask);
+            from_traces(&output.layers, &layer, width, mixing)
+        }
+    }
 }
 
 /// `[L, n, n]` (f64): a causal decoder's `M_l` of every layer for norm, ALTI and value
@@ -234,25 +218,41 @@ pub fn matrices(run: &Run, output: &ModelOutput, mixing: Mixing) -> Result<Tenso
 /// input (a later one, or one outside a sliding window). Attention's are the generation's
 /// own; grad-attention's depend on the token explained ([`decoder_grad_attention`]).
 pub fn decoder_matrices(model: &dyn CausalLm, pass: &StepOutput, mixing: Mixing) -> Result<Tensor> {
+    let layer = |l: usize, x: &Tensor, mask: Option<&Tensor>| model.run_layer(l, x, mask);
+    from_traces(&pass.layers, &layer, model.dims().intermediate, mixing)
+}
+
+/// A model's layer `l` run alone on `x` (`[b, n, d]`), each position's value vectors
+/// multiplied by `mask` (`[b, n]`): what value zeroing reruns, an encoder's or a decoder's.
+type RunLayer<'a> = dyn Fn(usize, &Tensor, Option<&Tensor>) -> Result<Tensor> + 'a;
+
+/// `[L, n, n]` (f64): norm's, ALTI's or value zeroing's `M_l` of every layer, from the
+/// traces of one forward pass that kept the layers' internals, whichever model ran it;
+/// `layer` reruns a layer and `width` is its feed-forward width (value zeroing).
+fn from_traces(
+    traces: &[LayerTrace],
+    layer: &RunLayer,
+    width: usize,
+    mixing: Mixing,
+) -> Result<Tensor> {
     let per_layer = |f: &dyn Fn(&LayerTrace, usize) -> Result<Tensor>| -> Result<Tensor> {
-        let layers = (pass.layers.iter().enumerate())
+        let layers = (traces.iter().enumerate())
             .map(|(l, trace)| f(trace, l))
             .collect::<Result<Vec<_>>>()?;
         Ok(Tensor::stack(&layers, 0)?)
     };
-    Ok(match mixing {
-        Mixing::Norm => per_layer(&|t, _| norm::matrix(&t.probs, kept(t, mixing)?))?,
-        Mixing::Alti => per_layer(&|t, _| alti::matrix(&t.probs, kept(t, mixing)?))?,
+    match mixing {
+        Mixing::Norm => per_layer(&|t, _| norm::matrix(&t.probs, kept(t, mixing)?)),
+        Mixing::Alti => per_layer(&|t, _| alti::matrix(&t.probs, kept(t, mixing)?)),
         Mixing::ValueZeroing => per_layer(&|t, l| {
-            let width = model.dims().intermediate;
-            let layer = |x: &Tensor, mask: Option<&Tensor>| model.run_layer(l, x, mask);
-            value_zeroing::matrix(layer, width, &kept(t, mixing)?.input)
-        })?,
+            let rerun = |x: &Tensor, mask: Option<&Tensor>| layer(l, x, mask);
+            value_zeroing::matrix(rerun, width, &kept(t, mixing)?.input)
+        }),
         Mixing::Attention | Mixing::GradAttention => {
-            let why = format!("{mixing} does not come from a decoder's internals");
-            return Err(candle_core::Error::Msg(why).into());
+            let why = format!("{mixing} does not come from the layers' internals");
+            Err(candle_core::Error::Msg(why).into())
         }
-    })
+    }
 }
 
 /// The internals a trace kept.
