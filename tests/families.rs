@@ -49,8 +49,13 @@ fn model(name: &str) -> String {
 }
 
 fn run(case: &Case) -> Report {
+    run_on(case, &model(&case.model))
+}
+
+/// The case on the checkpoint in `folder`.
+fn run_on(case: &Case, folder: &str) -> Report {
     let mut cmd = bin();
-    cmd.arg("--json").arg("--model").arg(model(&case.model));
+    cmd.arg("--json").arg("--model").arg(folder);
     if !case.candidates.is_empty() {
         cmd.arg("--candidates").arg(case.candidates.join(","));
     }
@@ -153,6 +158,49 @@ const CLASSIFIERS: [&str; 5] = [
     "tiny-electra-cls",
     "tiny-bert-cls",
 ];
+
+/// An encoder's weights split into shards with an index (as large checkpoints come) load as
+/// the one file does: a RoBERTa masked LM cut in two gives the transformers reference's
+/// report.
+#[test]
+fn a_sharded_encoder_checkpoint_loads_like_one_file() {
+    use candle_core::{safetensors, Device};
+    let source = repo().join("models/tiny-roberta-mlm");
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap() != "model.safetensors" {
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let tensors = safetensors::load(source.join("model.safetensors"), &Device::Cpu).unwrap();
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    let mut weight_map = serde_json::Map::new();
+    for (k, part) in names.chunks(names.len().div_ceil(2)).enumerate() {
+        let file = format!("model-{:05}-of-00002.safetensors", k + 1);
+        let shard: std::collections::HashMap<String, candle_core::Tensor> = part
+            .iter()
+            .map(|name| ((*name).clone(), tensors[*name].clone()))
+            .collect();
+        safetensors::save(&shard, dir.path().join(&file)).unwrap();
+        for name in part {
+            weight_map.insert((*name).clone(), file.clone().into());
+        }
+    }
+    let index = serde_json::json!({ "metadata": {}, "weight_map": weight_map });
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        index.to_string(),
+    )
+    .unwrap();
+    let case = cases()
+        .into_iter()
+        .find(|c| c.model == "tiny-roberta-mlm")
+        .unwrap();
+    let got = run_on(&case, &dir.path().display().to_string());
+    assert_matches(&case.name, &got, &fixture(&case.name), TOLERANCE);
+}
 
 #[test]
 fn bad_text_gets_its_message_in_every_family() {

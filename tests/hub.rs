@@ -131,10 +131,11 @@ fn serve_like_the_hub(model: &str, requests: usize) -> (String, std::thread::Joi
 #[test]
 fn downloads_into_the_cache_then_runs_offline() {
     // The legacy checkpoint has vocab.txt and pytorch_model.bin only, so the download also
-    // falls back from tokenizer.json and model.safetensors. hf-hub asks for each file's
-    // metadata, then its bytes: config.json (2), tokenizer.json (404), vocab.txt (2),
-    // tokenizer_config.json (2), model.safetensors (404), pytorch_model.bin (2).
-    let (endpoint, server) = serve_like_the_hub("tiny-bert-legacy", 10);
+    // falls back from tokenizer.json, model.safetensors and a sharded checkpoint's index.
+    // hf-hub asks for each file's metadata, then its bytes: config.json (2), tokenizer.json
+    // (404), vocab.txt (2), model.safetensors (404), model.safetensors.index.json (404),
+    // pytorch_model.bin (2), tokenizer_config.json (2).
+    let (endpoint, server) = serve_like_the_hub("tiny-bert-legacy", 11);
     let home = tempfile::tempdir().unwrap();
     let online = explain_json(
         bin()

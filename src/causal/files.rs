@@ -1,42 +1,22 @@
-//! A causal checkpoint's files (local folder or the Hub; weights in one file or sharded) and
-//! its byte-level BPE tokenizer (tokenizer.json, or GPT-2's vocab.json + merges.txt).
+//! Whether a checkpoint is a causal model, and its byte-level BPE tokenizer (tokenizer.json,
+//! or GPT-2's vocab.json + merges.txt); its files are found as every checkpoint's are
+//! (`CheckpointFiles`).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer};
 
-use crate::checkpoint::{shard_names, HubRepo, ModelSource};
+use crate::checkpoint::{HubRepo, ModelSource, TokenizerFiles};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, TOKENIZER_LIMIT};
 use crate::model::config::model_type;
 use crate::model::families::is_causal_model_type;
 use crate::tokens::tokenizer_json;
 
-/// One file, or the index of a sharded checkpoint (its shards beside it).
-const WEIGHT_FILES: [&str; 3] = [
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-];
 const EOS: &str = "<|endoftext|>";
-
-/// The files of one causal checkpoint, found on disk (downloaded if needed).
-#[derive(Debug, Clone)]
-pub struct CausalFiles {
-    pub config: PathBuf,
-    pub tokenizer: TokenizerFiles,
-    pub weights: PathBuf,
-}
-
-/// tokenizer.json, or GPT-2's original vocab.json + merges.txt.
-#[derive(Debug, Clone)]
-pub enum TokenizerFiles {
-    Json(PathBuf),
-    VocabMerges { vocab: PathBuf, merges: PathBuf },
-}
 
 /// Whether `source` is a causal LM this crate explains (config.json says model_type "gpt2").
 /// Unreadable or missing configs say no: the BERT path then reports what is wrong.
@@ -50,90 +30,6 @@ pub fn is_causal(source: &ModelSource) -> bool {
     config
         .and_then(|path| model_type(&path))
         .is_some_and(|t| is_causal_model_type(&t))
-}
-
-impl CausalFiles {
-    /// Finds (or downloads) config.json, the tokenizer and the weights.
-    pub fn locate(source: &ModelSource) -> Result<Self> {
-        match source {
-            ModelSource::Folder(folder) => Self::in_folder(folder),
-            ModelSource::Hub { id, revision } => {
-                let hub = HubRepo::from_env(id, revision);
-                let tokenizer = match hub.file("tokenizer.json") {
-                    Ok(path) => TokenizerFiles::Json(path),
-                    Err(json_error) => match (hub.file("vocab.json"), hub.file("merges.txt")) {
-                        (Ok(vocab), Ok(merges)) => TokenizerFiles::VocabMerges { vocab, merges },
-                        _ => return Err(json_error),
-                    },
-                };
-                let weights = hub.first_of(&WEIGHT_FILES)?;
-                if weights.to_string_lossy().ends_with(".index.json") {
-                    for shard in shard_names(&weights)? {
-                        hub.file(&shard)?;
-                    }
-                }
-                Ok(Self {
-                    config: hub.file("config.json")?,
-                    tokenizer,
-                    weights,
-                })
-            }
-        }
-    }
-
-    fn in_folder(folder: &Path) -> Result<Self> {
-        if !folder.is_dir() {
-            return Err(Error::FolderNotFound(folder.to_path_buf()));
-        }
-        let missing = |file: &'static str, needs: &'static str| Error::MissingFile {
-            folder: folder.to_path_buf(),
-            file,
-            needs,
-        };
-        let config = folder.join("config.json");
-        if !config.exists() {
-            return Err(missing("config.json", "a config.json describing the model"));
-        }
-        let (json, vocab, merges) = (
-            folder.join("tokenizer.json"),
-            folder.join("vocab.json"),
-            folder.join("merges.txt"),
-        );
-        let tokenizer = if json.exists() {
-            TokenizerFiles::Json(json)
-        } else if vocab.exists() && merges.exists() {
-            TokenizerFiles::VocabMerges { vocab, merges }
-        } else {
-            return Err(missing(
-                "tokenizer.json",
-                "tokenizer.json or vocab.json + merges.txt",
-            ));
-        };
-        let weights = WEIGHT_FILES
-            .iter()
-            .map(|name| folder.join(name))
-            .find(|path| path.exists())
-            .ok_or_else(|| {
-                missing(
-                    "model.safetensors",
-                    "model.safetensors, model.safetensors.index.json with its shards, or pytorch_model.bin",
-                )
-            })?;
-        Ok(Self {
-            config,
-            tokenizer,
-            weights,
-        })
-    }
-
-    /// Loads the tokenizer, never padding or truncating.
-    pub fn load_tokenizer(&self) -> Result<CausalTokenizer> {
-        let inner = match &self.tokenizer {
-            TokenizerFiles::Json(path) => tokenizer_json(path)?,
-            TokenizerFiles::VocabMerges { vocab, merges } => vocab_merges(vocab, merges)?,
-        };
-        Ok(CausalTokenizer { inner })
-    }
 }
 
 /// GPT-2's tokenizer from its two original files: byte-level pre-tokenizer and decoder.
@@ -185,6 +81,23 @@ pub struct CausalTokenizer {
 }
 
 impl CausalTokenizer {
+    /// Loads the tokenizer, never padding or truncating.
+    pub fn load(files: &TokenizerFiles) -> Result<Self> {
+        let inner = match files {
+            TokenizerFiles::Json(path) => tokenizer_json(path)?,
+            TokenizerFiles::VocabMerges { vocab, merges } => vocab_merges(vocab, merges)?,
+            TokenizerFiles::WordPieces(path) => {
+                return Err(Error::Tokenizer {
+                    path: path.clone(),
+                    message: "a causal model reads tokenizer.json or vocab.json + merges.txt, \
+                              and vocab.txt is a BERT tokenizer"
+                        .into(),
+                })
+            }
+        };
+        Ok(Self { inner })
+    }
+
     /// The ids of `text`, exactly as given, with the special tokens the tokenizer's
     /// post-processor adds (none for GPT-2; Llama 3's BOS).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {

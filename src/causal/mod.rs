@@ -26,7 +26,7 @@ pub use crate::model::causal::{CausalDims, CausalLm, KvCache, StepOutput};
 pub use crate::model::families::gpt2::{Gpt2, Gpt2Config};
 pub use crate::model::families::load_causal;
 pub use figure::{causal_figure, causal_html};
-pub use files::{is_causal, CausalFiles, CausalTokenizer};
+pub use files::{is_causal, CausalTokenizer};
 pub use generate::{argmax, generate, sample, Decoding, Generation};
 pub use methods::{causal_mixings, CausalMethodMaps, CausalMixings, Generated};
 pub use relevance::{causal_relevance, causal_relevance_with, CausalMethods, CausalRelevance};
@@ -34,7 +34,7 @@ pub use render::CausalRenderer;
 pub use report::{rank, CausalMethod, CausalReport, GenerationInfo, RankedToken, Ranking};
 
 use crate::attention::{HeadFusion, LayerHeads};
-use crate::checkpoint::{ModelSource, Weights};
+use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
 use crate::device::{bind_to_thread, device_name};
 use crate::error::{Error, Result};
 use crate::methods::Mixing;
@@ -83,8 +83,8 @@ pub struct CausalExplainer {
 impl CausalExplainer {
     /// Finds (downloading if needed) and loads a causal checkpoint onto `device`.
     pub fn load(source: &ModelSource, device: &Device) -> Result<Self> {
-        let files = CausalFiles::locate(source)?;
-        let tokenizer = files.load_tokenizer()?;
+        let files = CheckpointFiles::locate(source)?;
+        let tokenizer = CausalTokenizer::load(&files.tokenizer)?;
         let weights = Weights::load(&files.weights, device, "")?;
         let model = load_causal(&files.config, &weights)?;
         Ok(Self {

@@ -13,10 +13,16 @@ pub use weights::{shard_names, WeightPath, Weights};
 
 use crate::error::{Error, Result};
 
-/// The tokenizer files a checkpoint may have, best first.
+/// The tokenizer files a checkpoint may have in one file, best first; else GPT-2's original
+/// two, vocab.json + merges.txt.
 const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "vocab.txt"];
-/// The weight files a checkpoint may have, best first.
-const WEIGHT_FILES: [&str; 2] = ["model.safetensors", "pytorch_model.bin"];
+/// The weight files a checkpoint may have, best first: one file, or the index of a sharded
+/// checkpoint (its shards beside it).
+const WEIGHT_FILES: [&str; 3] = [
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+];
 
 /// The `--model` argument: a folder on disk or a Hub repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +50,17 @@ impl ModelSource {
     }
 }
 
+impl ModelSource {
+    /// A file the checkpoint may or may not have (tokenizer_config.json), downloaded if
+    /// needed; `None` when it has none or it cannot be had.
+    pub fn optional_file(&self, name: &str) -> Option<PathBuf> {
+        match self {
+            Self::Folder(folder) => Some(folder.join(name)).filter(|path| path.exists()),
+            Self::Hub { id, revision } => HubRepo::from_env(id, revision).file(name).ok(),
+        }
+    }
+}
+
 impl std::fmt::Display for ModelSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -53,30 +70,59 @@ impl std::fmt::Display for ModelSource {
     }
 }
 
-/// The files of one checkpoint, found on disk (downloaded if needed).
+/// The files of one checkpoint, found on disk (downloaded if needed), an encoder's or a
+/// causal model's alike.
 #[derive(Debug, Clone)]
 pub struct CheckpointFiles {
     pub config: PathBuf,
-    pub tokenizer: PathBuf,
-    pub tokenizer_config: Option<PathBuf>,
+    pub tokenizer: TokenizerFiles,
+    /// One file, or the index of a sharded checkpoint with its shards beside it.
     pub weights: PathBuf,
 }
 
+/// A checkpoint's tokenizer, best first: tokenizer.json, BERT's vocab.txt, or GPT-2's
+/// original vocab.json + merges.txt.
+#[derive(Debug, Clone)]
+pub enum TokenizerFiles {
+    Json(PathBuf),
+    WordPieces(PathBuf),
+    VocabMerges { vocab: PathBuf, merges: PathBuf },
+}
+
+impl TokenizerFiles {
+    /// tokenizer.json or vocab.txt, whichever was found.
+    fn one(path: PathBuf) -> Self {
+        match path.file_name().is_some_and(|name| name == "vocab.txt") {
+            true => Self::WordPieces(path),
+            false => Self::Json(path),
+        }
+    }
+}
+
 impl CheckpointFiles {
-    /// Finds (or downloads) config.json, the tokenizer and the weights.
+    /// Finds (or downloads) config.json, the tokenizer and the weights (every shard).
     pub fn locate(source: &ModelSource) -> Result<Self> {
         match source {
             ModelSource::Folder(folder) => Self::in_folder(folder),
             ModelSource::Hub { id, revision } => {
                 let hub = HubRepo::from_env(id, revision);
                 let config = hub.file("config.json")?;
-                let tokenizer = hub.first_of(&TOKENIZER_FILES)?;
-                let tokenizer_config = hub.file("tokenizer_config.json").ok();
+                let tokenizer = match hub.first_of(&TOKENIZER_FILES) {
+                    Ok(path) => TokenizerFiles::one(path),
+                    Err(error) => match (hub.file("vocab.json"), hub.file("merges.txt")) {
+                        (Ok(vocab), Ok(merges)) => TokenizerFiles::VocabMerges { vocab, merges },
+                        _ => return Err(error),
+                    },
+                };
                 let weights = hub.first_of(&WEIGHT_FILES)?;
+                if weights.to_string_lossy().ends_with(".index.json") {
+                    for shard in shard_names(&weights)? {
+                        hub.file(&shard)?;
+                    }
+                }
                 Ok(Self {
                     config,
                     tokenizer,
-                    tokenizer_config,
                     weights,
                 })
             }
@@ -91,22 +137,38 @@ impl CheckpointFiles {
                 path: folder.to_path_buf(),
             });
         }
-        let first = |names: &[&'static str], needs: &'static str| {
+        let missing = |file: &'static str, needs: &'static str| Error::MissingFile {
+            folder: folder.to_path_buf(),
+            file,
+            needs,
+        };
+        let first = |names: &[&str]| {
             names
                 .iter()
                 .map(|name| folder.join(name))
                 .find(|path| path.exists())
-                .ok_or(Error::MissingFile {
-                    folder: folder.to_path_buf(),
-                    file: names[0],
-                    needs,
-                })
         };
+        let config = first(&["config.json"])
+            .ok_or_else(|| missing("config.json", "a config.json describing the model"))?;
+        let tokenizer = match (
+            first(&TOKENIZER_FILES),
+            first(&["vocab.json"]),
+            first(&["merges.txt"]),
+        ) {
+            (Some(path), _, _) => TokenizerFiles::one(path),
+            (None, Some(vocab), Some(merges)) => TokenizerFiles::VocabMerges { vocab, merges },
+            _ => {
+                let needs = "tokenizer.json, vocab.txt, or vocab.json + merges.txt";
+                return Err(missing("tokenizer.json", needs));
+            }
+        };
+        let needs =
+            "model.safetensors, model.safetensors.index.json with its shards, or pytorch_model.bin";
+        let weights = first(&WEIGHT_FILES).ok_or_else(|| missing("model.safetensors", needs))?;
         Ok(Self {
-            config: first(&["config.json"], "a config.json describing the model")?,
-            tokenizer: first(&TOKENIZER_FILES, "tokenizer.json or vocab.txt")?,
-            tokenizer_config: Some(folder.join("tokenizer_config.json")).filter(|p| p.exists()),
-            weights: first(&WEIGHT_FILES, "model.safetensors or pytorch_model.bin")?,
+            config,
+            tokenizer,
+            weights,
         })
     }
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 use candle_core::{Device, Tensor};
 
 use crate::attention::{AttentionStack, LayerHeads};
-use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
+use crate::checkpoint::{CheckpointFiles, ModelSource, TokenizerFiles, Weights};
 use crate::device::bind_to_thread;
 use crate::eraser::Erasable;
 use crate::error::{Error, Result};
@@ -125,7 +125,20 @@ impl Explainer {
         let (family, config) = load_encoder_config(&files.config)?;
         let weights = Weights::load(&files.weights, device, family.base)?;
         let model = Model::load(&weights, family, &config)?;
-        let tokenizer = TextTokenizer::load(&files.tokenizer, files.tokenizer_config.as_deref())?;
+        let tokenizer = match &files.tokenizer {
+            TokenizerFiles::Json(path) | TokenizerFiles::WordPieces(path) => {
+                let casing = source.optional_file("tokenizer_config.json");
+                TextTokenizer::load(path, casing.as_deref())?
+            }
+            TokenizerFiles::VocabMerges { vocab, .. } => {
+                return Err(Error::Tokenizer {
+                    path: vocab.clone(),
+                    message: "an encoder reads tokenizer.json or vocab.txt, and vocab.json + \
+                              merges.txt is a GPT-2 tokenizer"
+                        .into(),
+                })
+            }
+        };
         Ok(Self {
             name: source.to_string(),
             device: device.clone(),
