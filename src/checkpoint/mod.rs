@@ -48,9 +48,7 @@ impl ModelSource {
             }
         }
     }
-}
 
-impl ModelSource {
     /// A file the checkpoint may or may not have (tokenizer_config.json), downloaded if
     /// needed; `None` when it has none or it cannot be had.
     pub fn optional_file(&self, name: &str) -> Option<PathBuf> {

@@ -44,7 +44,7 @@ pub struct ExplainOptions {
     /// How many top predictions to report (masked LM).
     pub top_k: usize,
     pub relevance: RelevanceOptions,
-    /// Also compute rollout and flow from every position.
+    /// Also compute raw attention, rollout and flow from every position.
     pub all_positions: bool,
     /// Told how far each flow has got (flow from every position can take minutes on long
     /// texts; from one position, on peaked attention).

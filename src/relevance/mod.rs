@@ -37,7 +37,8 @@ impl Default for RelevanceOptions {
 }
 
 /// Called as `(done, total)` while a flow runs, from any thread: one position's flow counts
-/// its sinks, every position's its (layer, sink) pairs; each flow is a new count.
+/// its sinks, every position's its (layer, sink) pairs. Each flow is a new count, except
+/// where a caller adds several up (a generated text's flows, in one count).
 #[derive(Clone)]
 pub struct Progress(pub Arc<dyn Fn(usize, usize) + Send + Sync>);
 
