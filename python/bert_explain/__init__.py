@@ -10,7 +10,8 @@ such as a CPU torch tensor, or transformers' ``output_attentions`` tuple as it i
 
 - :func:`raw_attention`, :func:`attention_rollout`, :func:`attention_flow`: one map,
   ``[layers, n]``, for one target position;
-- :func:`all_positions`: rollout, flow and raw attention from every position, each ``[layers, n, n]``;
+- :func:`all_positions`: rollout, flow and raw attention from every position, each
+  ``[layers, n, n]``;
 - :func:`explain_attention`: the whole report of ``bert-explain --attention FILE --json``,
   with ``figure=`` and ``html=`` outputs.
 
