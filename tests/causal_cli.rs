@@ -247,7 +247,7 @@ fn broken_or_foreign_checkpoints_are_named() {
 }
 
 #[test]
-fn figures_and_html_draw_both_maps() {
+fn figures_draw_both_maps_and_the_page_opens_on_the_token() {
     let dir = tempfile::tempdir().unwrap();
     let (svg, png, html) = (
         dir.path().join("c.svg"),
@@ -277,7 +277,13 @@ fn figures_and_html_draw_both_maps() {
     // 4 generated × 8 prompt cells, then 3 layers × 8 prompt cells, each with a hover title.
     assert_eq!(text.matches("<title>").count(), 4 * 8 + 3 * 8);
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
-    assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+    // The interactive page (tests/report_html.rs drives it), opened on --figure-token's
+    // generated token.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(r#"id="report-data""#) && page.contains(r#""generated":1"#),
+        "{page}"
+    );
     fails(
         &[
             "--model",

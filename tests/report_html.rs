@@ -1,4 +1,5 @@
-//! `--html` in a real browser: tests/browser/check-report.mjs opens the page in headless
+//! `--html` in a real browser: tests/browser/check-report.mjs (check-causal-report.mjs for a
+//! generated text) opens the page in headless
 //! Chromium (playwright-core) and checks that it loads offline without console errors, that
 //! the layer slider and the method switch change the shading, and writes a screenshot to
 //! target/tmp/report-html/. Set up with scripts/setup-browser.sh; the test fails when the
@@ -19,6 +20,11 @@ fn out_dir() -> PathBuf {
 
 /// Writes the page with `args`, then checks it in Chromium; returns the screenshot's path.
 fn check_in_browser(name: &str, args: &[&str]) -> PathBuf {
+    check_with("check-report.mjs", name, args)
+}
+
+/// [`check_in_browser`] with the browser script `script` (tests/browser/).
+fn check_with(script: &str, name: &str, args: &[&str]) -> PathBuf {
     let dir = out_dir();
     let page = dir.join(format!("{name}.html"));
     let output = bin().args(args).arg("--html").arg(&page).output().unwrap();
@@ -30,7 +36,7 @@ fn check_in_browser(name: &str, args: &[&str]) -> PathBuf {
     let screenshot = dir.join(format!("{name}.png"));
     let _ = std::fs::remove_file(&screenshot);
     let result = Command::new("node")
-        .arg(repo().join("tests/browser/check-report.mjs"))
+        .arg(repo().join("tests/browser").join(script))
         .arg(&page)
         .arg(&screenshot)
         .output()
@@ -45,6 +51,30 @@ fn check_in_browser(name: &str, args: &[&str]) -> PathBuf {
     assert!(size > 10_000, "{name}: screenshot of {size} bytes");
     eprintln!("{name}: screenshot {}", screenshot.display());
     screenshot
+}
+
+/// A causal model's page: the encoders' page reading a generated text's report
+/// (tests/browser/check-causal-report.mjs).
+#[test]
+fn page_of_a_generated_text_works_in_chromium() {
+    if !common::browser_available() {
+        return;
+    }
+    let model = repo().join("models/tiny-gpt2");
+    check_with(
+        "check-causal-report.mjs",
+        "gpt2-author",
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "--generate",
+            "3",
+            "--flow",
+            "--mixing",
+            "norm",
+            "The author talked to",
+        ],
+    );
 }
 
 #[test]

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::report::{by_layer, layer_mean, CausalMethod, CausalReport};
+use super::report::{CausalMethod, CausalReport};
 use crate::report::colour::{hex, ramp, RAMP};
-use crate::report::{esc, CHAR_W, FONT_FAMILY, MARGIN, MUTED, TARGET as HIGHLIGHT};
+use crate::report::{esc, html_page, CHAR_W, FONT_FAMILY, MARGIN, MUTED, TARGET as HIGHLIGHT};
 
 const GRID_TOP: i64 = 84;
 const CELL_H: i64 = 22;
@@ -33,26 +33,6 @@ pub fn causal_figure(report: &CausalReport, method: CausalMethod, k: usize) -> O
         r.layer_map(method, k)?,
         k,
     ))
-}
-
-/// The figure of each `--mixing` method's rollout, for generated token `k`.
-fn method_figures(report: &CausalReport, k: usize) -> Option<Vec<String>> {
-    report
-        .methods
-        .iter()
-        .flatten()
-        .map(|(name, maps)| {
-            let layer_map = by_layer(maps.rollout.get(k)?);
-            let name = format!("{name} rollout");
-            Some(figure(
-                report,
-                &name,
-                layer_mean(&maps.rollout),
-                layer_map,
-                k,
-            ))
-        })
-        .collect()
 }
 
 /// The figure of a method named `name`: its generated × prompt map `token_map` (`[g][m]`) and
@@ -206,20 +186,11 @@ fn legend(svg: &mut String, (x, h): (i64, i64), max: f64, id: &str) {
     );
 }
 
-/// The HTML page: the figure inline (and one per `--mixing` method, by its rollout), the
-/// generated text, and the report as JSON for scripts.
-pub fn causal_html(report: &CausalReport, method: CausalMethod, k: usize) -> Option<String> {
-    let figure = causal_figure(report, method, k)? + &method_figures(report, k)?.concat();
-    let json = serde_json::to_string(report).ok()?.replace("</", "<\\/");
-    Some(format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>bert-explain: {}</title></head>\n<body style=\"font-family: {FONT_FAMILY}\">\n\
-         <p><b>Prompt:</b> {}<br><b>Generated:</b> {}</p>\n{figure}\
-         <script type=\"application/json\" id=\"report\">{json}</script>\n</body></html>\n",
-        esc(&report.prompt),
-        esc(&report.prompt),
-        esc(&report.generated_text)
-    ))
+/// The interactive page of the report (the encoders' page, reading a causal report), opened
+/// on generated token `k`.
+pub fn causal_html(report: &CausalReport, k: usize) -> std::io::Result<String> {
+    let title = format!("bert-explain: {}, {}", report.model, report.prompt);
+    html_page(report, &title, k)
 }
 
 /// A token as a label: spaces shown as `·` so that " the" and "the" differ visibly.

@@ -183,9 +183,7 @@ pub fn file_bytes(
         Format::Svg => causal_figure(report, method, k)
             .context(missing)?
             .into_bytes(),
-        Format::Html => causal_html(report, method, k)
-            .context(missing)?
-            .into_bytes(),
+        Format::Html => causal_html(report, k)?.into_bytes(),
     })
 }
 

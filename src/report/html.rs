@@ -1,6 +1,7 @@
 //! One self-contained HTML page: the report inlined as JSON, the styles and the script
 //! inline, no network requests. The sentence is shaded by relevance, with a method switch,
-//! a layer slider, the three heatmaps (values on hover) and the prediction.
+//! a layer slider, the three heatmaps (values on hover) and the prediction. A causal
+//! report gets the same page ([`page`]): the prompt shaded for the generated token picked.
 
 use std::io::Write;
 
@@ -18,11 +19,14 @@ pub struct Html;
 
 /// What the page's script reads.
 #[derive(Serialize)]
-struct PageData<'a> {
-    report: &'a View,
-    /// Position in the model's input of each shown token.
+struct PageData<'a, R: Serialize> {
+    report: &'a R,
+    /// Position in the model's input of each shown token (an encoder's report).
     positions: &'a [usize],
     ramp: &'a [[u8; 3]],
+    /// The generated token the page opens on (a causal report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generated: Option<usize>,
 }
 
 impl Renderer for Html {
@@ -31,17 +35,42 @@ impl Renderer for Html {
             report: view,
             positions: &view.positions,
             ramp: &RAMP,
+            generated: None,
         };
-        let json = script_safe(&serde_json::to_string(&data)?);
         let r = &view.report;
-        let title = esc(&format!(
+        let title = format!(
             "bert-explain: {} at position {}",
             r.model,
             view.target_position()
-        ));
-        write!(
-            out,
-            r#"<!DOCTYPE html>
+        );
+        write_page(out, &title, &data)
+    }
+}
+
+/// The page of any report the script reads (`report.mode` "causal": a generated text's,
+/// opened on generated token `generated`), titled `title`.
+pub fn page(report: &impl Serialize, title: &str, generated: usize) -> std::io::Result<String> {
+    let data = PageData {
+        report,
+        positions: &[],
+        ramp: &RAMP,
+        generated: Some(generated),
+    };
+    let mut out = Vec::new();
+    write_page(&mut out, title, &data)?;
+    Ok(String::from_utf8(out).expect("the page is UTF-8"))
+}
+
+fn write_page<R: Serialize>(
+    out: &mut dyn Write,
+    title: &str,
+    data: &PageData<R>,
+) -> std::io::Result<()> {
+    let json = script_safe(&serde_json::to_string(data)?);
+    let title = esc(title);
+    write!(
+        out,
+        r#"<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -84,9 +113,8 @@ impl Renderer for Html {
 </body>
 </html>
 "#,
-            version = env!("CARGO_PKG_VERSION"),
-        )
-    }
+        version = env!("CARGO_PKG_VERSION"),
+    )
 }
 
 /// JSON that cannot end the script element or open a comment: `<`, `>` and `&` only occur

@@ -19,7 +19,7 @@ use std::io::Write;
 use serde::{Deserialize, Serialize};
 
 pub use escape::{esc, terminal as terminal_text};
-pub use html::Html;
+pub use html::{page as html_page, Html};
 pub use json::Json;
 pub use output::{remove_partial_outputs_on_interrupt, Format, OutputFile};
 pub use png::{rasterise, Png};

@@ -3,14 +3,23 @@
 
 const data = JSON.parse(document.getElementById("report-data").textContent);
 const report = data.report;
+// A generated text's report explains each generated token over the prompt: its tokens are
+// the prompt's, and the page picks a generated token where an encoder's picks a position.
+const CAUSAL = report.mode === "causal";
+const TOKENS = CAUSAL ? report.prompt_tokens : report.tokens;
 const METHODS = ["raw", "rollout", "flow"];
 const NAMES = { raw: "Raw attention", rollout: "Attention rollout", flow: "Attention flow" };
-const TARGET = report.target.index;
+const CORRECTED = CAUSAL && report.relevance.rollout_corrected;
+if (CORRECTED) NAMES.rollout = "Attention rollout, corrected";
+const TARGET = CAUSAL ? -1 : report.target.index;
 // With --all-positions the page can explain any position (attention's raw, rollout and flow).
 const ALL = report.all_positions || null;
 // With --mixing: SPEC §8's methods, each with layer (shown in raw's place), rollout, flow.
 const MIXINGS = ["attention", ...Object.keys(report.methods || {}).filter((m) => m !== "attention")];
-const state = { mixing: "attention", method: "flow", layer: report.layers, position: TARGET };
+const state = {
+  mixing: "attention", method: "flow", layer: report.layers, position: TARGET,
+  generated: CAUSAL ? data.generated : 0,
+};
 
 // What the page calls a map of the chosen mixing.
 function name(method) {
@@ -18,8 +27,19 @@ function name(method) {
   return `${state.mixing} ${method === "raw" ? "layer" : method}`;
 }
 
+// A causal report's map of the chosen generated token, `[g][m][L]` → layer × prompt token.
+function generatedRows(method) {
+  const maps = state.mixing === "attention" ? report.relevance : report.methods[state.mixing];
+  const key = state.mixing !== "attention" && method === "raw" ? "layer"
+    : CORRECTED && state.mixing === "attention" && method === "rollout" ? "rollout_corrected" : method;
+  const perToken = maps && maps[key] && maps[key][state.generated];
+  if (!perToken) return null;
+  return perToken[0].map((_, l) => perToken.map((row) => row[l]));
+}
+
 // The method's layer × token rows for the chosen position, or null if the report lacks them.
 function rows(method) {
+  if (CAUSAL) return generatedRows(method);
   if (state.mixing !== "attention") {
     if (state.position !== TARGET) return null;
     return report.methods[state.mixing][method === "raw" ? "layer" : method];
@@ -56,6 +76,13 @@ const fixed = (v) => v.toFixed(4);
 const probability = (p) => (p >= 1e-3 || p === 0 ? p.toFixed(4) : p.toExponential(2));
 
 function header() {
+  if (CAUSAL) {
+    document.getElementById("meta").textContent =
+      `${report.model} on ${report.device} · ${report.layers} layers × ${report.heads} heads · ` +
+      `a prompt of ${TOKENS.length} tokens and ${report.generated_tokens.length} generated`;
+    document.getElementById("hidden-note").remove();
+    return;
+  }
   const t = report.target;
   document.getElementById("meta").textContent =
     `${report.model} on ${report.device} · ${report.layers} layers × ${report.heads} heads · ` +
@@ -102,7 +129,7 @@ function controls() {
 
 function sentence() {
   const box = document.getElementById("sentence");
-  report.tokens.forEach((token, j) => {
+  TOKENS.forEach((token, j) => {
     const span = el("span", { class: "token", "data-index": String(j) }, token);
     if (j === TARGET) span.classList.add("target");
     if (ALL) {
@@ -127,10 +154,26 @@ function sentence() {
       "Click a token to explain its position instead (attention's maps; the other mixings " +
       "are in the report for the target only).";
   }
+  if (CAUSAL) generatedTokens(box);
+}
+
+// A causal report's generated tokens after the prompt, each explained when clicked.
+function generatedTokens(box) {
+  report.generated_tokens.forEach((token, k) => {
+    const span = el("span", { class: "generated", "data-generated": String(k), title: "explain this generated token" }, token);
+    span.addEventListener("click", () => { state.generated = k; update(); });
+    box.append(span);
+  });
+  document.getElementById("pick-note").textContent =
+    "The prompt is shaded for the outlined generated token; click another to explain it.";
 }
 
 function prediction() {
   const box = document.getElementById("prediction");
+  if (CAUSAL) {
+    box.append(el("p", { id: "generated-text" }, `Generated: ${report.generated_text}`));
+    return;
+  }
   const p = report.prediction;
   if (!p) {
     box.append(el("p", { class: "note", id: "no-prediction" },
@@ -171,14 +214,14 @@ function heatmaps() {
     const head = el("thead");
     const names = head.insertRow();
     names.append(el("th", {}, ""));
-    report.tokens.forEach((token) => names.append(el("th", {}, token)));
+    TOKENS.forEach((token) => names.append(el("th", {}, token)));
     table.append(head);
     const body = el("tbody");
     for (let l = report.layers - 1; l >= 0; l--) {
       const row = body.insertRow();
       row.dataset.layer = String(l + 1);
       row.append(el("th", {}, String(l + 1)));
-      report.tokens.forEach((token, j) => {
+      TOKENS.forEach((token, j) => {
         const cell = el("td", { class: "cell", "data-token": String(j) });
         cell.addEventListener("click", () => {
           if (!rows(m)) return;
@@ -219,12 +262,13 @@ function paintHeatmaps() {
       tr.querySelectorAll("td.cell").forEach((td, j) => {
         if (!maps) {
           td.style.background = "#eee";
-          td.title = `${name(m)} is in the report for position ${data.positions[TARGET]} only`;
+          td.title = CAUSAL ? `${name(m)} is not in this report`
+            : `${name(m)} is in the report for position ${data.positions[TARGET]} only`;
           return;
         }
         const value = maps[l][j];
         td.style.background = css(colour(value / max));
-        td.title = `${name(m)}, layer ${l + 1}, ${report.tokens[j]}: ${fixed(value)}`;
+        td.title = `${name(m)}, layer ${l + 1}, ${TOKENS[j]}: ${fixed(value)}`;
       });
     });
   });
@@ -232,7 +276,12 @@ function paintHeatmaps() {
 
 // Shades the sentence and ranks the tokens for the chosen method and layer.
 function update() {
-  document.getElementById("method-raw").disabled = !rows("raw");
+  // A map the report lacks (raw from another position, flow without --flow) is not offered.
+  for (const m of METHODS) document.getElementById(`method-${m}`).disabled = !rows(m);
+  if (!rows(state.method)) {
+    state.method = METHODS.find((m) => rows(m)) || "rollout";
+    document.getElementById(`method-${state.method}`).checked = true;
+  }
   const row = rows(state.method)[state.layer - 1];
   const max = Math.max(...row, 1e-12);
   document.querySelectorAll("#sentence .token").forEach((span, j) => {
@@ -244,12 +293,16 @@ function update() {
   });
   document.getElementById("layer-value").textContent = `${state.layer} of ${report.layers}`;
   const p = state.position;
+  const from = CAUSAL ? `for generated token ${state.generated} “${report.generated_tokens[state.generated]}”`
+    : `from position ${data.positions[p]} “${report.tokens[p]}”`;
   document.getElementById("selection").textContent =
-    `${name(state.method)} from position ${data.positions[p]} “${report.tokens[p]}”, ` +
-    `layer ${state.layer} (shaded relative to the most relevant token)`;
+    `${name(state.method)} ${from}, layer ${state.layer} (shaded relative to the most relevant token)`;
+  document.querySelectorAll("#sentence .generated").forEach((span, k) => {
+    span.classList.toggle("target", k === state.generated);
+  });
   const ranked = row.map((v, j) => [v, j]).sort((a, b) => b[0] - a[0]).slice(0, 5);
   const list = document.querySelector("#ranking ol");
-  list.replaceChildren(...ranked.map(([v, j]) => el("li", {}, `${report.tokens[j]} ${fixed(v)}`)));
+  list.replaceChildren(...ranked.map(([v, j]) => el("li", {}, `${TOKENS[j]} ${fixed(v)}`)));
   paintHeatmaps();
   document.querySelectorAll("table.heatmap").forEach((table) => {
     table.classList.toggle("selected", table.dataset.method === state.method);

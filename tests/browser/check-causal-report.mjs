@@ -1,0 +1,101 @@
+// Opens a causal model's `--html` page in headless Chromium (as check-report.mjs does for an
+// encoder's) and checks that it works offline: the prompt is shaded for the outlined
+// generated token (the last), clicking another generated token explains it with the
+// report's numbers, the layer slider and the method switch change the shading, and a
+// `--mixing` method's maps are offered. No console errors, no network requests.
+//
+// Usage: node check-causal-report.mjs REPORT.html SCREENSHOT.png
+// Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { chromium } from "playwright-core";
+
+const [pagePath, screenshot] = process.argv.slice(2);
+if (!pagePath || !screenshot) {
+  console.error("usage: node check-causal-report.mjs REPORT.html SCREENSHOT.png");
+  process.exit(2);
+}
+const profile = mkdtempSync(join(tmpdir(), "bert-explain-chromium-"));
+const failures = [];
+const check = (ok, message) => { if (!ok) failures.push(message); };
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  viewport: { width: 1280, height: 900 },
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+let seen = {};
+try {
+  const page = await browser.newPage();
+  const url = pathToFileURL(resolve(pagePath)).href;
+  const errors = [];
+  const requests = [];
+  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") errors.push(`console ${m.type()}: ${m.text()}`); });
+  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+  page.on("request", (r) => { if (r.url() !== url && !r.url().startsWith("data:")) requests.push(r.url()); });
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("body[data-ready=true]", { timeout: 10000 });
+
+  const report = await page.evaluate(() => JSON.parse(document.getElementById("report-data").textContent).report);
+  const [m, g, layers] = [report.prompt_tokens.length, report.generated_tokens.length, report.layers];
+  const shading = () => page.$$eval("#sentence .token", (spans) => spans.map((s) => getComputedStyle(s).backgroundColor));
+  // The value a heatmap cell shows, by method, layer (1-based) and prompt token.
+  const cell = (method, layer, j) => page.getAttribute(
+    `table.heatmap[data-method=${method}] tbody tr[data-layer='${layer}'] td.cell[data-token='${j}']`, "title");
+  const ends = (title, value) => title && title.endsWith(`: ${value.toFixed(4)}`);
+
+  const initial = await shading();
+  check(initial.length === m, `${initial.length} prompt tokens on the page, want ${m}`);
+  check(new Set(initial).size > 1, "the prompt is not shaded");
+  const generated = await page.$$eval("#sentence .generated", (spans) => spans.map((s) => s.classList.contains("target")));
+  check(generated.length === g, `${generated.length} generated tokens on the page, want ${g}`);
+  check(generated[g - 1] && generated.filter(Boolean).length === 1, "the last generated token is not the one outlined");
+  const last = await cell("flow", layers, 0);
+  check(ends(last, report.relevance.flow[g - 1][0][layers - 1]), `flow of the last token says ${JSON.stringify(last)}`);
+
+  // Another generated token: its own numbers.
+  await page.click("#sentence .generated[data-generated='0']");
+  const first = await shading();
+  check(JSON.stringify(first) !== JSON.stringify(initial), "clicking generated token 0 did not change the shading");
+  for (const method of ["raw", "rollout", "flow"]) {
+    const title = await cell(method, 1, m - 1);
+    check(ends(title, report.relevance[method][0][m - 1][0]),
+      `${method} of token 0, layer 1, prompt token ${m - 1} says ${JSON.stringify(title)}`);
+  }
+
+  // Layer slider and method switch.
+  await page.locator("#layer").fill("1");
+  const afterSlider = await shading();
+  check(JSON.stringify(afterSlider) !== JSON.stringify(first), "moving the slider to layer 1 did not change the shading");
+  await page.check("#method-raw");
+  check(JSON.stringify(await shading()) !== JSON.stringify(afterSlider), "switching to raw attention did not change the shading");
+
+  // A --mixing method's maps.
+  const mixings = Object.keys(report.methods || {}).filter((k) => k !== "attention");
+  for (const mixing of mixings) {
+    await page.check(`#mixing-${mixing}`);
+    const title = await cell("rollout", 1, 0);
+    check(ends(title, report.methods[mixing].rollout[0][0][0]), `${mixing} rollout says ${JSON.stringify(title)}`);
+  }
+  check(mixings.length > 0, "the report has no --mixing method to switch to");
+
+  await page.screenshot({ path: screenshot, fullPage: true });
+  check(errors.length === 0, `console errors: ${errors.join("; ")}`);
+  check(requests.length === 0, `network requests: ${requests.join(", ")}`);
+  seen = { prompt: m, generated: g, layers, mixings, errors, requests, screenshot };
+} catch (e) {
+  failures.push(`the page failed: ${e.message}`);
+} finally {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+console.log(JSON.stringify(seen));
+if (failures.length > 0) {
+  console.error(failures.join("\n"));
+  process.exit(1);
+}
