@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::{bin, repo, AttentionFixture};
 
@@ -35,18 +34,7 @@ fn check_with(script: &str, name: &str, args: &[&str]) -> PathBuf {
     );
     let screenshot = dir.join(format!("{name}.png"));
     let _ = std::fs::remove_file(&screenshot);
-    let result = Command::new("node")
-        .arg(repo().join("tests/browser").join(script))
-        .arg(&page)
-        .arg(&screenshot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&result.stdout);
-    assert!(
-        result.status.success(),
-        "{name}: the browser check failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
+    common::run_browser_check(script, &[&page, &screenshot]);
     let size = std::fs::metadata(&screenshot).map(|m| m.len()).unwrap_or(0);
     assert!(size > 10_000, "{name}: screenshot of {size} bytes");
     eprintln!("{name}: screenshot {}", screenshot.display());

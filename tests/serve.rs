@@ -421,20 +421,14 @@ fn the_explorer_in_a_browser_shows_the_command_lines_numbers() {
     std::fs::create_dir_all(&dir).unwrap();
     let expected_path = dir.join("expected.json");
     std::fs::write(&expected_path, expected.to_string()).unwrap();
-    let output = Command::new("node")
-        .arg(repo().join("tests/browser/check-explorer.mjs"))
-        .arg(format!("http://{}/", served.address))
-        .arg(&expected_path)
-        .arg(dir.join("explorer.png"))
-        .current_dir(repo().join("tests/browser"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let url = format!("http://{}/", served.address);
+    let screenshot = dir.join("explorer.png");
+    let args = [
+        url.as_ref(),
+        expected_path.as_os_str(),
+        screenshot.as_os_str(),
+    ];
+    common::run_browser_check("check-explorer.mjs", &args);
 }
 
 /// A classifier's labels and a causal model's head view in the browser
@@ -483,18 +477,11 @@ fn the_explorer_in_a_browser_picks_labels_and_shows_a_causal_models_heads() {
     std::fs::create_dir_all(&dir).unwrap();
     let expected_path = dir.join("expected.json");
     std::fs::write(&expected_path, expected.to_string()).unwrap();
-    let output = Command::new("node")
-        .arg(repo().join("tests/browser/check-explorer-tasks.mjs"))
-        .arg(format!("http://{}/", labelled_server.address))
-        .arg(format!("http://{}/", causal_server.address))
-        .arg(&expected_path)
-        .current_dir(repo().join("tests/browser"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let urls = [&labelled_server, &causal_server].map(|s| format!("http://{}/", s.address));
+    let args = [
+        urls[0].as_ref(),
+        urls[1].as_ref(),
+        expected_path.as_os_str(),
+    ];
+    common::run_browser_check("check-explorer-tasks.mjs", &args);
 }

@@ -6,38 +6,23 @@
 //
 // Usage: node check-causal-report.mjs REPORT.html SCREENSHOT.png
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { chromium } from "playwright-core";
+import { launch, watch } from "./chromium.mjs";
 
 const [pagePath, screenshot] = process.argv.slice(2);
 if (!pagePath || !screenshot) {
   console.error("usage: node check-causal-report.mjs REPORT.html SCREENSHOT.png");
   process.exit(2);
 }
-const profile = mkdtempSync(join(tmpdir(), "bert-explain-chromium-"));
 const failures = [];
 const check = (ok, message) => { if (!ok) failures.push(message); };
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  viewport: { width: 1280, height: 900 },
-  args: [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  ],
-});
+const { browser, close } = await launch({ width: 1280, height: 900 });
 let seen = {};
 try {
   const page = await browser.newPage();
   const url = pathToFileURL(resolve(pagePath)).href;
-  const errors = [];
-  const requests = [];
-  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") errors.push(`console ${m.type()}: ${m.text()}`); });
-  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
-  page.on("request", (r) => { if (r.url() !== url && !r.url().startsWith("data:")) requests.push(r.url()); });
+  const { errors, requests } = watch(page, (u) => u === url || u.startsWith("data:"));
   await page.goto(url, { waitUntil: "load" });
   await page.waitForSelector("body[data-ready=true]", { timeout: 10000 });
 
@@ -91,8 +76,7 @@ try {
 } catch (e) {
   failures.push(`the page failed: ${e.message}`);
 } finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
 console.log(JSON.stringify(seen));
 if (failures.length > 0) {

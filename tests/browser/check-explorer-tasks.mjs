@@ -9,10 +9,8 @@
 //   EXPECTED.json: {"classifier": {"text", "label": id, "name": label name, "layers",
 //   "labelled": report}, "causal": {"prompt", "generate", "heads", "fed": [tokens]}}
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { readFileSync } from "node:fs";
+import { launch, watch } from "./chromium.mjs";
 
 const [classifierUrl, causalUrl, expectedPath] = process.argv.slice(2);
 if (!classifierUrl || !causalUrl || !expectedPath) {
@@ -20,19 +18,10 @@ if (!classifierUrl || !causalUrl || !expectedPath) {
   process.exit(2);
 }
 const expected = JSON.parse(readFileSync(expectedPath, "utf8"));
-const profile = mkdtempSync(join(tmpdir(), "bert-explain-chromium-"));
 const failures = [];
 const check = (ok, message) => { if (!ok) failures.push(message); };
 const close = (a, b) => Math.abs(a - b) <= 1e-9 + 1e-9 * Math.abs(b);
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  viewport: { width: 1280, height: 1000 },
-  args: [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  ],
-});
+const { browser, close: closeBrowser } = await launch({ width: 1280, height: 1000 });
 const seen = {};
 const errors = [];
 const requests = [];
@@ -40,9 +29,7 @@ const requests = [];
 // A fresh page on `url`, started; `explained(action)` waits for the page to draw again.
 async function open(url) {
   const page = await browser.newPage();
-  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") errors.push(`console ${m.type()}: ${m.text()}`); });
-  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
-  page.on("request", (r) => { if (!r.url().startsWith(url)) requests.push(r.url()); });
+  watch(page, (u) => u.startsWith(url), errors, requests);
   await page.goto(url, { waitUntil: "load" });
   await page.waitForSelector("body[data-started=true]", { timeout: 10000 });
   const explained = async (action) => {
@@ -92,8 +79,7 @@ try {
 } catch (e) {
   failures.push(`the page failed: ${e.message}`, ...errors);
 } finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
+  await closeBrowser();
 }
 console.log(JSON.stringify(seen));
 if (failures.length > 0) {

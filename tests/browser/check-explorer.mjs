@@ -9,10 +9,8 @@
 //   EXPECTED.json: {"text", "second", "click", "layers", "heads", "mask": report,
 //   "clicked": report at position click, "both": report with --mixing norm}
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { readFileSync } from "node:fs";
+import { launch, watch } from "./chromium.mjs";
 
 const [url, expected_path, screenshot] = process.argv.slice(2);
 if (!url || !expected_path || !screenshot) {
@@ -20,30 +18,16 @@ if (!url || !expected_path || !screenshot) {
   process.exit(2);
 }
 const expected = JSON.parse(readFileSync(expected_path, "utf8"));
-const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
-const profile = mkdtempSync(join(tmpdir(), "bert-explain-chromium-"));
 const failures = [];
 const check = (ok, message) => { if (!ok) failures.push(message); };
 const close = (a, b) => Math.abs(a - b) <= 1e-9 + 1e-9 * Math.abs(b);
 
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath,
-  headless: true,
-  viewport: { width: 1280, height: 1000 },
-  args: [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  ],
-});
+const { browser, close: closeBrowser } = await launch({ width: 1280, height: 1000 });
 const seen = {};
 const pageErrors = [];
 try {
   const page = await browser.newPage();
-  const errors = pageErrors;
-  const requests = [];
-  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") errors.push(`console ${m.type()}: ${m.text()}`); });
-  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
-  page.on("request", (r) => { if (!r.url().startsWith(url) && !r.url().startsWith("blob:")) requests.push(r.url()); });
+  const { errors, requests } = watch(page, (u) => u.startsWith(url) || u.startsWith("blob:"), pageErrors);
   await page.goto(url, { waitUntil: "load" });
   await page.waitForSelector("body[data-started=true]", { timeout: 10000 });
 
@@ -120,8 +104,7 @@ try {
   if (page) failures.push(`the page says: ${await page.$eval("#error", (p) => p.textContent).catch(() => "")}`);
   failures.push(...pageErrors);
 } finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
+  await closeBrowser();
 }
 console.log(JSON.stringify(seen));
 if (failures.length > 0) {

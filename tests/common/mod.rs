@@ -291,6 +291,23 @@ pub fn missing_browser() -> Option<String> {
     None
 }
 
+/// Runs the browser check `tests/browser/SCRIPT` with `args` under node, failing with what
+/// it printed unless it succeeds.
+pub fn run_browser_check<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) {
+    let output = std::process::Command::new("node")
+        .arg(repo().join("tests/browser").join(script))
+        .args(args)
+        .current_dir(repo().join("tests/browser"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{script}: the browser check failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// Whether to go on: panics when the browser is missing, unless skipping is asked for.
 pub fn browser_available() -> bool {
     let Some(reason) = missing_browser() else {
