@@ -363,7 +363,7 @@ fn batch_lines_take_pairs_and_labels() {
         if let Some(pair) = pair {
             cmd.args(["--pair", pair]);
         }
-        common::report_of(cmd.arg(text))
+        common::report_of::<Report>(cmd.arg(text))
     };
     let want = [
         single("the film was good", Some("i liked it"), "1"),

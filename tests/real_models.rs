@@ -87,7 +87,7 @@ fn rxnmapper_albert_masked_lm() {
 fn pretokenized_text_keeps_smiles_tokens_whole() {
     let dir = real_model("rxnfp-bert-mlm");
     let text = "c 1 c c [nH] c 1 >> [MASK]";
-    let report = common::report_of(
+    let report: Report = common::report_of(
         bin()
             .args(["--json", "--pretokenized", "--model"])
             .arg(&dir)

@@ -10,19 +10,13 @@ use serde_json::Value;
 const SENTENCE: &str = "The author, talked to Sara about [MASK] book.";
 
 fn run(args: &[&str]) -> Value {
-    let output = bin()
-        .arg("--model")
-        .arg(repo().join("models/tiny-bert-modern"))
-        .args(["--json", "--all-positions", SENTENCE])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    common::report_of(
+        bin()
+            .arg("--model")
+            .arg(repo().join("models/tiny-bert-modern"))
+            .args(["--json", "--all-positions", SENTENCE])
+            .args(args),
+    )
 }
 
 #[test]

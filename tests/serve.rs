@@ -88,19 +88,13 @@ fn model(name: &str) -> PathBuf {
 
 /// The command line's JSON report.
 fn cli(model: &Path, args: &[&str]) -> Value {
-    let output = common::bin()
-        .arg("--json")
-        .arg("--model")
-        .arg(model)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    common::report_of(
+        common::bin()
+            .arg("--json")
+            .arg("--model")
+            .arg(model)
+            .args(args),
+    )
 }
 
 /// The command line's message for a usage error (exit status 2).

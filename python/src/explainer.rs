@@ -171,7 +171,7 @@ impl Explainer {
         let batch = match &self.inner {
             Loaded::Encoder(inner) => Batch::Encoder(inner, &options.explain),
             Loaded::Causal(inner) => {
-                causal = causal_options(&options);
+                causal = options.causal.options(&options.explain);
                 Batch::Causal(inner, &causal)
             }
         };
@@ -250,12 +250,6 @@ fn each_text(
     .map_err(to_py)
 }
 
-/// A causal model's options from the keywords, as the command line makes them.
-fn causal_options(options: &Options) -> bert_explain::causal::CausalOptions {
-    let mixing = options.explain.mixing.clone().unwrap_or_default();
-    options.causal.options(options.explain.relevance, mixing)
-}
-
 /// The causal report of each prompt, and the figure and page of the one prompt there may be.
 fn explain_prompts(
     py: Python<'_>,
@@ -263,7 +257,7 @@ fn explain_prompts(
     prompts: &[String],
     options: &Options,
 ) -> PyResult<Vec<String>> {
-    let causal = causal_options(options);
+    let causal = options.causal.options(&options.explain);
     let token = options.causal.figure_token;
     if token.is_some() && options.figures.is_empty() && options.html.is_none() {
         return Err(usage(

@@ -8,9 +8,8 @@ use bert_explain::causal::{
     causal_figure, causal_html, CausalExplainer, CausalMethod, CausalMethods, CausalOptions,
     CausalRenderer, CausalReport, Decoding,
 };
-use bert_explain::methods::Mixing;
 use bert_explain::report::{rasterise, Format, OutputFile};
-use bert_explain::{Error, Json, ModelSource, RelevanceOptions, Terminal};
+use bert_explain::{Error, ExplainOptions, Json, ModelSource, Terminal};
 
 /// Options for causal language models; a causal `--model` selects this mode.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -60,9 +59,10 @@ pub struct CausalArgs {
 }
 
 impl CausalArgs {
-    /// The library's options for these choices, with `relevance` and the `--mixing` methods;
-    /// with `--sample` and no `--seed`, the seed comes from the clock.
-    pub fn options(&self, relevance: RelevanceOptions, mixings: Vec<Mixing>) -> CausalOptions {
+    /// The library's options for these choices, with those it shares with an encoder's
+    /// (`shared`: head fusion, residual, the `--mixing` methods); with `--sample` and no
+    /// `--seed`, the seed comes from the clock.
+    pub fn options(&self, shared: &ExplainOptions) -> CausalOptions {
         let decoding = match self.sample {
             true => Decoding::Sample {
                 seed: self.seed.unwrap_or_else(clock_seed),
@@ -75,13 +75,13 @@ impl CausalArgs {
             generate: self.generate.unwrap_or(defaults.generate),
             decoding,
             methods: CausalMethods {
-                relevance,
+                relevance: shared.relevance,
                 correction: self.correction,
                 flow: self.flow,
             },
             top_prompt: self.top_prompt.unwrap_or(defaults.top_prompt),
             skip_common: self.skip_common,
-            mixings,
+            mixings: shared.mixing.clone().unwrap_or_default(),
             progress: None,
         }
     }
@@ -89,8 +89,8 @@ impl CausalArgs {
 
 /// The options every line of a batch starts from; with --sample and no --seed, says on
 /// stderr which seed the clock gave.
-pub fn batch_options(args: &CausalArgs, methods: (RelevanceOptions, Vec<Mixing>)) -> CausalOptions {
-    let options = args.options(methods.0, methods.1);
+pub fn batch_options(args: &CausalArgs, shared: &ExplainOptions) -> CausalOptions {
+    let options = args.options(shared);
     say_seed(args, &options);
     options
 }
@@ -116,14 +116,14 @@ pub fn run(
     source: &ModelSource,
     prompt: &str,
     args: &CausalArgs,
-    (relevance, mixings): (RelevanceOptions, Vec<Mixing>),
+    shared: &ExplainOptions,
     device: &candle_core::Device,
     printing: Printing,
 ) -> anyhow::Result<()> {
     // Once: the default seed comes from the clock.
     let options = CausalOptions {
         progress: Some(super::flow_progress()),
-        ..args.options(relevance, mixings)
+        ..args.options(shared)
     };
     let generate = options.generate;
     if let Some(token) = args.figure_token.filter(|&k| k >= generate) {

@@ -125,8 +125,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
             return batch::run(args, input, Batch::Encoder(&explainer, &options));
         }
         (Mode::CausalBatch, Some(input), _) => {
-            let methods = (options.relevance, options.mixing.unwrap_or_default());
-            let options = causal::batch_options(&args.causal, methods);
+            let options = causal::batch_options(&args.causal, &options);
             eprintln!("Loading {source} (causal LM: generating from each prompt)");
             let explainer = CausalExplainer::load(&source, &device)?;
             return batch::run(args, input, Batch::Causal(&explainer, &options));
@@ -140,8 +139,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
                 },
                 files,
             };
-            let methods = (options.relevance, options.mixing.unwrap_or_default());
-            return causal::run(&source, text, &args.causal, methods, &device, printing);
+            return causal::run(&source, text, &args.causal, &options, &device, printing);
         }
         _ => {}
     }

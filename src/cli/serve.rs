@@ -205,8 +205,7 @@ impl State {
             }
             Loaded::Causal(explainer) => {
                 refuse_unused(&matches, Mode::Causal, &self.model)?;
-                let mixing = options.mixing.unwrap_or_default();
-                let causal = args.causal.options(options.relevance, mixing);
+                let causal = args.causal.options(&options);
                 let report = explainer.explain(&text, &causal)?;
                 bytes = match format {
                     None => serde_json::to_vec(&report)?,
@@ -238,8 +237,7 @@ impl State {
             }
             Loaded::Causal(explainer) => {
                 refuse_unused(&matches, Mode::Causal, &self.model)?;
-                let mixing = options.mixing.unwrap_or_default();
-                let causal = args.causal.options(options.relevance, mixing);
+                let causal = args.causal.options(&options);
                 explainer.layer_heads(&text, &causal, layer as usize)?
             }
         };

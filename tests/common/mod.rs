@@ -230,7 +230,7 @@ pub fn fails(args: &[&str], status: i32, needles: &[&str]) {
 }
 
 /// Runs `cmd`, which must succeed, and parses the one JSON report on its stdout.
-pub fn report_of(cmd: &mut Command) -> Report {
+pub fn report_of<R: serde::de::DeserializeOwned>(cmd: &mut Command) -> R {
     let output = cmd.output().unwrap();
     assert!(
         output.status.success(),
