@@ -312,6 +312,11 @@ fn the_head_view_has_every_heads_rows() {
         let (status, got) = served.post("/api/heads", &json!({"text": SENTENCE, "layer": layer}));
         assert_eq!(status, 400, "{got}");
     }
+    // An option of another task is refused here as /api/explain refuses it.
+    let body = json!({"text": SENTENCE, "layer": 1, "evaluate": true, "label": "0"});
+    let (status, got) = served.post("/api/heads", &body);
+    assert_eq!(status, 400, "{got}");
+    assert!(got["error"].as_str().unwrap().contains("--label"), "{got}");
 }
 
 /// A causal model's heads cover the positions fed while generating: the prompt and every

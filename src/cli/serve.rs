@@ -233,6 +233,7 @@ impl State {
         let found = match &self.loaded {
             Loaded::Encoder(explainer) => {
                 refuse_unused(&matches, Mode::Masked, &self.model)?;
+                refuse_for_task(|id| given(&matches, id), explainer.task(), &self.model)?;
                 explainer.layer_heads(&text, &options, layer as usize)?
             }
             Loaded::Causal(explainer) => {
