@@ -162,6 +162,9 @@ pub enum Error {
     #[error("--figure-token {token} is out of range: --generate {generate} makes tokens 0 to {}; choose one of those", generate.saturating_sub(1))]
     FigureTokenOutOfRange { token: usize, generate: usize },
 
+    #[error("--figure-token {token} is out of range: generation stopped at the end-of-text token after {generated} tokens (0 to {}); choose one of those", generated.saturating_sub(1))]
+    FigureTokenPastEnd { token: usize, generated: usize },
+
     #[error("the prompt encodes to {len} tokens but the model's context holds only {max}; shorten the prompt")]
     PromptTooLong { len: usize, max: usize },
 

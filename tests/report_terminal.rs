@@ -10,7 +10,7 @@ use common::{bin, fixture, repo};
 fn render(view: &View, all_layers: bool, colour: Colour) -> String {
     let mut out = Vec::new();
     Terminal { all_layers, colour }
-        .render(view, &mut out)
+        .render(&view.clone().into(), &mut out)
         .unwrap();
     String::from_utf8(out).unwrap()
 }

@@ -1,11 +1,10 @@
 //! Attention arrays in, maps out: the checks and the maps of `--attention`.
 
 use bert_explain::attention::checked_attention;
-use bert_explain::causal::CausalReport;
-use bert_explain::cli::{causal_file_bytes, output_files, write_outputs};
+use bert_explain::cli::{output_files, view, write_outputs};
 use bert_explain::explain::{attention_target, explain_attention as explain_stack};
 use bert_explain::relevance::AttentionGraph;
-use bert_explain::report::{Format, View};
+use bert_explain::report::{Explained, Format, GeneratedView};
 use bert_explain::{AttentionStack, Error, Json, Renderer};
 use candle_core::{DType, Device, Tensor};
 use pyo3::prelude::*;
@@ -118,20 +117,17 @@ pub fn explain_attention(
         let files = output_files(&options.figures, options.html.as_deref(), &[])?;
         let stack = stack(data, shape, precision)?;
         let report = explain_stack(name, &stack, options.tokens.clone(), &options.explain)?;
-        let view = match options.hide_special {
-            true => View::hide_special(report),
-            false => View::full(report),
-        };
-        write_outputs(files, &view, |_| {})?;
-        json(&view)
+        let shown = view(report, options.hide_special);
+        write_outputs(files, &shown, |_| {})?;
+        json(&shown)
     })
     .map_err(to_py)
 }
 
 /// The report as `--json` prints it.
-pub fn json(view: &View) -> anyhow::Result<String> {
+pub fn json(shown: &Explained) -> anyhow::Result<String> {
     let mut out = Vec::new();
-    Json.render(view, &mut out)?;
+    Json.render(shown, &mut out)?;
     Ok(String::from_utf8(out)?)
 }
 
@@ -156,14 +152,14 @@ pub fn render(
         }
     };
     py.detach(|| -> anyhow::Result<Vec<u8>> {
-        let value: serde_json::Value = serde_json::from_str(report)?;
-        if value.get("mode").and_then(|m| m.as_str()) == Some("causal") {
-            let report: CausalReport = serde_json::from_value(value)?;
-            return causal_file_bytes(&report, token, format);
-        }
-        let view = View::from_json(report)?;
+        let shown = match (Explained::from_json(report)?, token) {
+            (Explained::Generated(generated), Some(_)) => {
+                Explained::from(GeneratedView::new(generated.report, token)?)
+            }
+            (shown, _) => shown,
+        };
         let mut bytes = Vec::new();
-        format.renderer().render(&view, &mut bytes)?;
+        format.renderer().render(&shown, &mut bytes)?;
         Ok(bytes)
     })
     .map_err(to_py)

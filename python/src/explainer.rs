@@ -7,12 +7,11 @@ use std::io::Cursor;
 use bert_explain::batch::{explain_record, is_blank, Batch};
 use bert_explain::causal::CausalExplainer;
 use bert_explain::cli::{
-    output_files, refuse_for_task, write_causal_outputs, write_outputs, CAUSAL_OPTIONS,
-    ENCODER_OPTIONS,
+    output_files, refuse_for_task, view, write_outputs, CAUSAL_OPTIONS, ENCODER_OPTIONS,
 };
 use bert_explain::evaluate::{Evaluation, Summary};
 use bert_explain::input::{Lines, LINE_LIMIT};
-use bert_explain::report::{Format, OutputFile, View};
+use bert_explain::report::{Explained, Format, GeneratedView, OutputFile};
 use bert_explain::{DeviceChoice, Loaded, ModelSource};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -219,12 +218,9 @@ fn explain_texts(
 ) -> PyResult<Vec<String>> {
     each_text(py, texts, options, |text, files| {
         let report = inner.explain(text, &options.explain)?;
-        let view = match options.hide_special {
-            true => View::hide_special(report),
-            false => View::full(report),
-        };
-        write_outputs(files, &view, |_| {})?;
-        json(&view)
+        let shown = view(report, options.hide_special);
+        write_outputs(files, &shown, |_| {})?;
+        json(&shown)
     })
 }
 
@@ -273,8 +269,9 @@ fn explain_prompts(
     }
     each_text(py, prompts, options, |prompt, files| {
         let report = inner.explain(prompt, &causal)?;
-        write_causal_outputs(&report, token, files)?;
-        Ok(serde_json::to_string(&report)?)
+        let shown = Explained::from(GeneratedView::new(report, token)?);
+        write_outputs(files, &shown, |_| {})?;
+        json(&shown)
     })
 }
 

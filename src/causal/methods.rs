@@ -10,31 +10,16 @@
 //! one pass over positions 0..=t and one backward pass per token.
 //! The decoders are pre-norm, so ALTI takes the attention block's parts as they are (alti.rs).
 
-use std::collections::BTreeMap;
-
 use candle_core::{Device, Tensor};
-use serde::{Deserialize, Serialize};
 
-use super::{CausalMethods, CausalRelevance};
 use crate::error::Result;
-use crate::methods::{check_finite, decoder_grad_attention, decoder_matrices, Mixing, Propagated};
+use crate::methods::{
+    check_finite, decoder_grad_attention, decoder_matrices, CausalMethodMaps, CausalMixings,
+    Mixing, Propagated,
+};
 use crate::model::causal::{CausalLm, KvCache};
 use crate::model::Keep;
-
-/// One method's maps, each `[g][m][L]` like [`super::CausalRelevance`]'s: generated token k,
-/// prompt token j, layer l + 1.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CausalMethodMaps {
-    /// `M_l[t][j]`, rows normalised as SPEC §8 says.
-    pub layer: Vec<Vec<Vec<f64>>>,
-    pub rollout: Vec<Vec<Vec<f64>>>,
-    /// With `--flow` only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flow: Option<Vec<Vec<Vec<f64>>>>,
-}
-
-/// Every computed method's maps, by mixing name (the causal report's `methods`).
-pub type CausalMixings = BTreeMap<String, CausalMethodMaps>;
+use crate::relevance::causal::{CausalMethods, CausalRelevance};
 
 /// The generated text whose tokens the methods explain.
 pub struct Generated<'a> {

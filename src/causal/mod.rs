@@ -8,30 +8,28 @@
 //!        ─► raw / rollout / corrected rollout / flow, each [g][m][L] ─► CausalReport
 //! ```
 //!
-//! The receptive-field correction is [`relevance::correct_rollout`].
+//! The receptive-field correction is [`crate::relevance::causal::correct_rollout`]; the report
+//! and its renderers are [`crate::report::causal`] and [`crate::report`]'s.
 
-mod figure;
 mod files;
 mod generate;
 pub mod methods;
-pub mod relevance;
-mod render;
-pub mod report;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{DType, Device, IndexOp};
 
+pub use crate::methods::{CausalMethodMaps, CausalMixings};
 pub use crate::model::causal::{CausalDims, CausalLm, KvCache, StepOutput};
 pub use crate::model::families::gpt2::{Gpt2, Gpt2Config};
 pub use crate::model::families::load_causal;
-pub use figure::{causal_figure, causal_html};
+pub use crate::relevance::causal::{
+    causal_relevance, causal_relevance_with, CausalMethod, CausalMethods, CausalRelevance,
+};
+pub use crate::report::causal::{rank, CausalReport, GenerationInfo, RankedToken, Ranking};
 pub use files::{is_causal, CausalTokenizer};
 pub use generate::{argmax, generate, sample, Decoding, Generation};
-pub use methods::{causal_mixings, CausalMethodMaps, CausalMixings, Generated};
-pub use relevance::{causal_relevance, causal_relevance_with, CausalMethods, CausalRelevance};
-pub use render::CausalRenderer;
-pub use report::{rank, CausalMethod, CausalReport, GenerationInfo, RankedToken, Ranking};
+pub use methods::{causal_mixings, Generated};
 
 use crate::attention::{HeadFusion, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};

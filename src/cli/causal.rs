@@ -1,15 +1,9 @@
 //! The causal-LM part of the command line: causal checkpoints (config.json model_type "gpt2",
 //! "llama", "qwen2" or "mistral") generate from the prompt and explain each generated token (issue 6).
 
-use std::io::Write;
-
-use anyhow::Context;
-use bert_explain::causal::{
-    causal_figure, causal_html, CausalExplainer, CausalMethod, CausalMethods, CausalOptions,
-    CausalRenderer, CausalReport, Decoding,
-};
-use bert_explain::report::{rasterise, Format, OutputFile};
-use bert_explain::{Error, ExplainOptions, Json, ModelSource, Terminal};
+use bert_explain::causal::{CausalExplainer, CausalMethods, CausalOptions, Decoding};
+use bert_explain::report::{Explained, GeneratedView};
+use bert_explain::{Error, ExplainOptions, ModelSource};
 
 /// Options for causal language models; a causal `--model` selects this mode.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -102,24 +96,16 @@ fn say_seed(args: &CausalArgs, options: &CausalOptions) {
     }
 }
 
-/// How the report is printed, and the --figure / --html files to write.
-pub struct Printing {
-    pub json: bool,
-    pub terminal: Terminal,
-    pub files: Vec<(OutputFile, Format)>,
-}
-
 /// Generates from `prompt` with the causal checkpoint `source` and explains each generated
 /// token with attention and the `--mixing` methods (the options were checked against the
-/// mode already).
-pub fn run(
+/// mode already): the report, shown at `--figure-token`.
+pub fn explain(
     source: &ModelSource,
     prompt: &str,
     args: &CausalArgs,
     shared: &ExplainOptions,
     device: &candle_core::Device,
-    printing: Printing,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Explained> {
     // Once: the default seed comes from the clock.
     let options = CausalOptions {
         progress: Some(super::flow_progress()),
@@ -133,58 +119,10 @@ pub fn run(
     let explainer = CausalExplainer::load(source, device)?;
     let report = explainer.explain(prompt, &options)?;
     say_seed(args, &options);
-    write_files(&report, args.figure_token, printing.files)?;
-    let mut stdout = std::io::stdout().lock();
-    let rendered = match printing.json {
-        true => Json.render_causal(&report, &mut stdout),
-        false => printing.terminal.render_causal(&report, &mut stdout),
-    };
-    rendered
-        .and_then(|()| stdout.flush())
-        .context("cannot write the report to stdout")
-}
-
-/// The figures (SVG or PNG by extension) and the HTML page, for the ranked method, of the
-/// generated token `token` (default the last).
-pub fn write_files(
-    report: &CausalReport,
-    token: Option<usize>,
-    files: Vec<(OutputFile, Format)>,
-) -> anyhow::Result<()> {
-    for (file, format) in files {
-        let bytes = file_bytes(report, token, format)?;
-        let path = file.path().display().to_string();
-        file.finish_bytes(&bytes)
-            .with_context(|| format!("cannot write {path}"))?;
-        eprintln!("Wrote {path}");
-    }
-    Ok(())
-}
-
-/// The figure (SVG or PNG) or the page of the ranked method for the generated token `token`
-/// (default the last).
-pub fn file_bytes(
-    report: &CausalReport,
-    token: Option<usize>,
-    format: Format,
-) -> anyhow::Result<Vec<u8>> {
-    let g = report.generated_tokens.len();
-    let k = token.unwrap_or(g.saturating_sub(1));
-    if k >= g {
-        anyhow::bail!(
-            "--figure-token {k} is out of range: generation stopped at the end-of-text token after {g} tokens (0 to {}); choose one of those",
-            g.saturating_sub(1)
-        );
-    }
-    let method = CausalMethod::from_name(&report.ranking.method).unwrap_or(CausalMethod::Rollout);
-    let missing = "the report has no map to draw";
-    Ok(match format {
-        Format::Png => rasterise(&causal_figure(report, method, k).context(missing)?, 2.0)?,
-        Format::Svg => causal_figure(report, method, k)
-            .context(missing)?
-            .into_bytes(),
-        Format::Html => causal_html(report, k)?.into_bytes(),
-    })
+    Ok(Explained::from(GeneratedView::new(
+        report,
+        args.figure_token,
+    )?))
 }
 
 fn clock_seed() -> u64 {

@@ -18,7 +18,8 @@ use bert_explain::{
     importance::Blank,
     methods::Mixing,
     report::{
-        remove_partial_outputs_on_interrupt, terminal_text, Colour, Format, OutputFile, View,
+        remove_partial_outputs_on_interrupt, terminal_text, Colour, Explained, Format, OutputFile,
+        View,
     },
     Error, ExplainOptions, Explainer, HeadFusion, Json, ModelSource, RelevanceOptions, Renderer,
     Report, Terminal,
@@ -34,9 +35,7 @@ mod serve;
 
 use args::{Args, BlankArg, ColorArg, Fusion};
 
-pub use causal::{
-    file_bytes as causal_file_bytes, write_files as write_causal_outputs, CausalArgs,
-};
+pub use causal::CausalArgs;
 use options::{given, refuse_unused, Mode};
 pub use options::{refuse_for_task, CAUSAL_OPTIONS, ENCODER_OPTIONS};
 
@@ -130,33 +129,24 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
             let explainer = CausalExplainer::load(&source, &device)?;
             return batch::run(args, input, Batch::Causal(&explainer, &options));
         }
-        (Mode::Causal, _, Some(text)) => {
-            let printing = causal::Printing {
-                json: args.json,
-                terminal: Terminal {
-                    all_layers: args.layers,
-                    colour: Colour::Plain,
-                },
-                files,
-            };
-            return causal::run(&source, text, &args.causal, &options, &device, printing);
-        }
         _ => {}
     }
-    let report = match (&args.attention, &args.text) {
-        (Some(file), _) => explain_file(file, args.tokens.as_deref(), &device, &options)?,
+    let shown = match (&args.attention, &args.text) {
+        (Some(file), _) => {
+            let report = explain_file(file, args.tokens.as_deref(), &device, &options)?;
+            view(report, args.hide_special)
+        }
+        (None, Some(text)) if mode == Mode::Causal => {
+            causal::explain(&source, text, &args.causal, &options, &device)?
+        }
         (None, Some(text)) => {
             let explainer = load_explainer(args, matches, &device)?;
             options.mixing = mixing_for(&explainer, args, options.mixing);
-            explainer.explain(text, &options)?
+            view(explainer.explain(text, &options)?, args.hide_special)
         }
         (None, None) => unreachable!("clap requires the text unless --attention is given"),
     };
-    let view = match args.hide_special {
-        true => View::hide_special(report),
-        false => View::full(report),
-    };
-    write_outputs(files, &view, |path| eprintln!("Wrote {path}"))?;
+    write_outputs(files, &shown, |path| eprintln!("Wrote {path}"))?;
     let stdout = std::io::stdout();
     let env = |name: &str| std::env::var(name).ok();
     let colour = match args.color {
@@ -175,9 +165,19 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
     // Buffered: stdout's own buffer writes a report of maps a kilobyte at a time.
     let mut stdout = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     renderer
-        .render(&view, &mut stdout)
+        .render(&shown, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("cannot write the report to stdout")
+}
+
+/// An encoder's report as shown: every token, or with `--hide-special` (`hide`) the tokens
+/// that are not special.
+pub fn view(report: Report, hide: bool) -> Explained {
+    match hide {
+        true => View::hide_special(report),
+        false => View::full(report),
+    }
+    .into()
 }
 
 /// The library's options for an encoder from the command line's (no progress bar).
@@ -251,16 +251,16 @@ pub fn output_files(
         .collect()
 }
 
-/// Renders `view` into each of [`output_files`]' files and puts it in place, calling
+/// Renders `shown` into each of [`output_files`]' files and puts it in place, calling
 /// `wrote(path)` after each.
 pub fn write_outputs(
     files: Vec<(OutputFile, Format)>,
-    view: &View,
+    shown: &Explained,
     mut wrote: impl FnMut(&str),
 ) -> anyhow::Result<()> {
     for (file, format) in files {
         let path = file.path().display().to_string();
-        file.finish(view, format)
+        file.finish(shown, format)
             .with_context(|| format!("cannot write {path}"))?;
         wrote(&path);
     }

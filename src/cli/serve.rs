@@ -23,7 +23,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use anyhow::Context;
-use bert_explain::report::{Format, Json, View};
+use bert_explain::report::{Explained, Format, GeneratedView, Json};
 use bert_explain::{device, Error, Loaded, ModelSource, Renderer};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use serde_json::Value;
@@ -33,7 +33,7 @@ use super::args::{Args, DeviceArg};
 use super::options::{
     given, refuse_for_task, refuse_unused, Mode, CAUSAL_OPTIONS, ENCODER_OPTIONS,
 };
-use super::{causal, explain_options, mixing_for};
+use super::{explain_options, mixing_for, view};
 
 /// The page, with its script and styles inline.
 const PAGE: &str = include_str!("serve/page.html");
@@ -187,34 +187,25 @@ impl State {
         let (args, matches) = self.arguments(body, skip)?;
         let text = args.text.clone().unwrap_or_default();
         let mut options = explain_options(&args)?;
-        let mut bytes = Vec::new();
-        match &self.loaded {
+        let shown = match &self.loaded {
             Loaded::Encoder(explainer) => {
                 refuse_unused(&matches, Mode::Masked, &self.model)?;
                 refuse_for_task(|id| given(&matches, id), explainer.task(), &self.model)?;
                 options.mixing = mixing_for(explainer, &args, options.mixing);
-                let report = explainer.explain(&text, &options)?;
-                let view = match args.hide_special {
-                    true => View::hide_special(report),
-                    false => View::full(report),
-                };
-                match format {
-                    None => Json.render(&view, &mut bytes)?,
-                    Some(format) => format.renderer().render(&view, &mut bytes)?,
-                }
+                view(explainer.explain(&text, &options)?, args.hide_special)
             }
             Loaded::Causal(explainer) => {
                 refuse_unused(&matches, Mode::Causal, &self.model)?;
                 let causal = args.causal.options(&options);
                 let report = explainer.explain(&text, &causal)?;
-                bytes = match format {
-                    None => serde_json::to_vec(&report)?,
-                    Some(format) => {
-                        let token = body.get("figure_token").and_then(Value::as_u64);
-                        causal::file_bytes(&report, token.map(|t| t as usize), format)?
-                    }
-                };
+                let token = body.get("figure_token").and_then(Value::as_u64);
+                Explained::from(GeneratedView::new(report, token.map(|t| t as usize))?)
             }
+        };
+        let mut bytes = Vec::new();
+        match format {
+            None => Json.render(&shown, &mut bytes)?,
+            Some(format) => format.renderer().render(&shown, &mut bytes)?,
         }
         Ok((bytes, content_type(format)))
     }

@@ -132,6 +132,21 @@ pub struct MethodMaps {
 /// Every computed method's maps, by mixing name (the report's `methods`).
 pub type Methods = BTreeMap<String, MethodMaps>;
 
+/// One method's maps, each `[g][m][L]` like [`crate::relevance::causal::CausalRelevance`]'s: generated token k,
+/// prompt token j, layer l + 1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CausalMethodMaps {
+    /// `M_l[t][j]`, rows normalised as SPEC §8 says.
+    pub layer: Vec<Vec<Vec<f64>>>,
+    pub rollout: Vec<Vec<Vec<f64>>>,
+    /// With `--flow` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Vec<Vec<Vec<f64>>>>,
+}
+
+/// Every computed method's maps, by mixing name (the causal report's `methods`).
+pub type CausalMixings = BTreeMap<String, CausalMethodMaps>;
+
 /// What the methods need from one explained input.
 pub struct Run<'a> {
     pub model: &'a Model,

@@ -1,6 +1,7 @@
 //! Relevance maps of the input tokens for one target position, one row per layer:
 //! raw attention, attention rollout and attention flow (Abnar & Zuidema 2020).
 
+pub mod causal;
 mod flow;
 mod raw;
 mod rollout;
@@ -125,9 +126,7 @@ impl AttentionGraph {
         Ok(Relevance {
             raw: self.raw(target)?,
             rollout: self.rollout(target)?,
-            flow: self
-                .capacities
-                .read(|capacities| flow_with(capacities, target, progress)),
+            flow: self.flow_with(target, progress),
         })
     }
 
@@ -145,7 +144,17 @@ impl AttentionGraph {
 
     /// Flow alone for `target` (< n), `[L][n]`.
     pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
-        self.capacities.read(|capacities| flow(capacities, target))
+        self.flow_with(target, &|_, _| {})
+    }
+
+    /// [`Self::flow`], calling `progress(done, total)` as it advances (see [`flow_with`]).
+    pub fn flow_with(
+        &self,
+        target: usize,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Vec<Vec<f64>> {
+        self.capacities
+            .read(|capacities| flow_with(capacities, target, progress))
     }
 
     /// Raw attention, rollout and flow from every position, calling `progress(done, total)`

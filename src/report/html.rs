@@ -1,7 +1,7 @@
 //! One self-contained HTML page: the report inlined as JSON, the styles and the script
 //! inline, no network requests. The sentence is shaded by relevance, with a method switch,
-//! a layer slider, the three heatmaps (values on hover) and the prediction. A causal
-//! report gets the same page ([`page`]): the prompt shaded for the generated token picked.
+//! a layer slider, the three heatmaps (values on hover) and the prediction. A generated
+//! text's report gets the same page: the prompt shaded for the generated token picked.
 
 use std::io::Write;
 
@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::colour::RAMP;
 use super::escape::esc;
-use super::{Renderer, View};
+use super::{Explained, Renderer};
 
 const CSS: &str = include_str!("html/page.css");
 const SCRIPT: &str = include_str!("html/page.js");
@@ -30,35 +30,36 @@ struct PageData<'a, R: Serialize> {
 }
 
 impl Renderer for Html {
-    fn render(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()> {
-        let data = PageData {
-            report: view,
-            positions: &view.positions,
-            ramp: &RAMP,
-            generated: None,
-        };
-        let r = &view.report;
-        let title = format!(
-            "bert-explain: {} at position {}",
-            r.model,
-            view.target_position()
-        );
-        write_page(out, &title, &data)
+    fn render(&self, shown: &Explained, out: &mut dyn Write) -> std::io::Result<()> {
+        match shown {
+            Explained::Encoder(view) => {
+                let data = PageData {
+                    report: view,
+                    positions: &view.positions,
+                    ramp: &RAMP,
+                    generated: None,
+                };
+                let r = &view.report;
+                let title = format!(
+                    "bert-explain: {} at position {}",
+                    r.model,
+                    view.target_position()
+                );
+                write_page(out, &title, &data)
+            }
+            Explained::Generated(generated) => {
+                let report = &generated.report;
+                let data = PageData {
+                    report,
+                    positions: &[],
+                    ramp: &RAMP,
+                    generated: Some(generated.token),
+                };
+                let title = format!("bert-explain: {}, {}", report.model, report.prompt);
+                write_page(out, &title, &data)
+            }
+        }
     }
-}
-
-/// The page of any report the script reads (`report.mode` "causal": a generated text's,
-/// opened on generated token `generated`), titled `title`.
-pub fn page(report: &impl Serialize, title: &str, generated: usize) -> std::io::Result<String> {
-    let data = PageData {
-        report,
-        positions: &[],
-        ramp: &RAMP,
-        generated: Some(generated),
-    };
-    let mut out = Vec::new();
-    write_page(&mut out, title, &data)?;
-    Ok(String::from_utf8(out).expect("the page is UTF-8"))
 }
 
 fn write_page<R: Serialize>(

@@ -1,8 +1,11 @@
-//! The report (SPEC §4) and the renderers that print it, one file per format: terminal,
-//! JSON, the SVG and PNG figure, and the HTML page. Every renderer draws a [`View`] of the
-//! report, so whatever a report can hold (no prediction, `--attention` input,
-//! `all_positions`, hidden tokens) shows the same way in every format.
+//! The reports and the renderers that print them, one per format: terminal, JSON, the SVG
+//! and PNG figure, and the HTML page. A report is an encoder's (SPEC §4: a masked word, a
+//! label, a replaced token, or a saved stack's) or a generated text's ([`causal`]); every
+//! renderer draws either, as [`Explained`] holds it. An encoder's shows as a [`View`], so
+//! whatever it can hold (no prediction, `--attention` input, `all_positions`, hidden tokens)
+//! shows the same way in every format.
 
+pub mod causal;
 pub mod colour;
 mod escape;
 mod evaluation;
@@ -18,13 +21,13 @@ use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
+pub use causal::GeneratedView;
 pub use escape::{esc, terminal as terminal_text};
-pub use html::{page as html_page, Html};
+pub use html::Html;
 pub use json::Json;
 pub use output::{remove_partial_outputs_on_interrupt, Format, OutputFile};
 pub use png::{rasterise, Png};
-pub use svg::{figure, Svg, FONT_FAMILY};
-pub(crate) use svg::{CHAR_W, MARGIN, MUTED, TARGET};
+pub use svg::{figure, figure_of, generated_figure, Svg, FONT_FAMILY};
 pub use terminal::{Colour, Terminal};
 pub use view::{is_special, View};
 
@@ -140,9 +143,46 @@ pub struct WordProbability {
     pub probability: f64,
 }
 
+/// A report of any task, as it is shown: what every renderer draws.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Explained {
+    /// An encoder's (a masked word, a label, a replaced token) or a saved stack's.
+    Encoder(Box<View>),
+    /// A generated text's.
+    Generated(Box<GeneratedView>),
+}
+
+impl Explained {
+    /// A report back from its JSON (`--json`'s output, of either kind).
+    pub fn from_json(json: &str) -> serde_json::Result<Self> {
+        #[derive(Deserialize)]
+        struct Mode {
+            mode: Option<String>,
+        }
+        let Mode { mode } = serde_json::from_str(json)?;
+        Ok(match mode.as_deref() {
+            Some("causal") => GeneratedView::last(serde_json::from_str(json)?).into(),
+            _ => View::from_json(json)?.into(),
+        })
+    }
+}
+
+impl From<View> for Explained {
+    fn from(view: View) -> Self {
+        Self::Encoder(Box::new(view))
+    }
+}
+
+impl From<GeneratedView> for Explained {
+    fn from(generated: GeneratedView) -> Self {
+        Self::Generated(Box::new(generated))
+    }
+}
+
 /// A way of printing a report.
 pub trait Renderer {
-    fn render(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()>;
+    fn render(&self, shown: &Explained, out: &mut dyn Write) -> std::io::Result<()>;
 }
 
 /// Four decimals, or three significant digits below 0.001 where decimals would show 0.

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use tempfile::NamedTempFile;
 
-use super::{Html, Png, Renderer, Svg, View};
+use super::{Explained, Html, Png, Renderer, Svg};
 
 /// The file formats bert-explain writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,24 +176,11 @@ impl OutputFile {
         self.temp.as_file_mut()
     }
 
-    /// Renders `view` in `format` into the temporary file, then puts it in place.
-    pub fn finish(self, view: &View, format: Format) -> io::Result<()> {
-        let renderer = format.renderer();
-        self.finish_with(|out| renderer.render(view, out))
-    }
-
-    /// Writes `bytes` (a figure rendered elsewhere) the same way.
-    pub fn finish_bytes(self, bytes: &[u8]) -> io::Result<()> {
-        self.finish_with(|out| out.write_all(bytes))
-    }
-
-    fn finish_with(
-        mut self,
-        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-    ) -> io::Result<()> {
+    /// Renders `shown` in `format` into the temporary file, then puts it in place.
+    pub fn finish(mut self, shown: &Explained, format: Format) -> io::Result<()> {
         {
             let mut out = BufWriter::new(self.writer());
-            write(&mut out)?;
+            format.renderer().render(shown, &mut out)?;
             out.flush()?;
         }
         self.commit()

@@ -5,8 +5,8 @@ use std::io::{self, Write};
 
 use resvg::{tiny_skia, usvg};
 
-use super::svg::figure;
-use super::{Renderer, View};
+use super::svg::figure_of;
+use super::{Explained, Renderer};
 
 /// DejaVu Sans 2.37 (Bitstream Vera licence, assets/fonts/LICENSE-DejaVu.txt).
 const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
@@ -17,8 +17,8 @@ const SCALE: f32 = 2.0;
 pub struct Png;
 
 impl Renderer for Png {
-    fn render(&self, view: &View, out: &mut dyn Write) -> io::Result<()> {
-        out.write_all(&rasterise(&figure(view), SCALE)?)
+    fn render(&self, shown: &Explained, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(&rasterise(&figure_of(shown)?, SCALE)?)
     }
 }
 

@@ -1,12 +1,14 @@
-//! The causal report as a figure (SVG, PNG) and an HTML page: the generated-token ×
+//! A generated text's figure (SVG, PNG): the generated-token ×
 //! prompt-token map (mean over layers) beside the layer × prompt-token map of one generated
 //! token, on the report renderers' colour scale.
 
 use std::fmt::Write as _;
 
-use super::report::{CausalMethod, CausalReport};
+use super::{CHAR_W, FONT_FAMILY, MARGIN, MUTED, TARGET as HIGHLIGHT};
+use crate::relevance::causal::CausalMethod;
+use crate::report::causal::CausalReport;
 use crate::report::colour::{hex, ramp, RAMP};
-use crate::report::{esc, html_page, CHAR_W, FONT_FAMILY, MARGIN, MUTED, TARGET as HIGHLIGHT};
+use crate::report::esc;
 
 const GRID_TOP: i64 = 84;
 const CELL_H: i64 = 22;
@@ -23,7 +25,7 @@ struct Panel<'a> {
 
 /// The SVG figure for `method` and generated token `k` (< g); `None` when the report lacks
 /// `method` or token `k`.
-pub fn causal_figure(report: &CausalReport, method: CausalMethod, k: usize) -> Option<String> {
+pub fn generated_figure(report: &CausalReport, method: CausalMethod, k: usize) -> Option<String> {
     let r = &report.relevance;
     let name = method.name().replace('_', " ");
     Some(figure(
@@ -184,13 +186,6 @@ fn legend(svg: &mut String, (x, h): (i64, i64), max: f64, id: &str) {
         x + 20,
         GRID_TOP + h
     );
-}
-
-/// The interactive page of the report (the encoders' page, reading a causal report), opened
-/// on generated token `k`.
-pub fn causal_html(report: &CausalReport, k: usize) -> std::io::Result<String> {
-    let title = format!("bert-explain: {}, {}", report.model, report.prompt);
-    html_page(report, &title, k)
 }
 
 /// A token as a label: spaces shown as `·` so that " the" and "the" differ visibly.

@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::methods::CausalMixings;
-use super::relevance::CausalRelevance;
+use crate::error::{Error, Result};
+use crate::methods::CausalMixings;
+use crate::relevance::causal::{CausalMethod, CausalRelevance};
 
 /// Everything bert-explain found for one prompt and its continuation; serialises to the
 /// causal JSON report (`"mode": "causal"`).
@@ -40,6 +41,39 @@ pub struct CausalReport {
     pub ranking: Ranking,
 }
 
+/// A generated text's report as shown: the generated token whose layer × prompt map the
+/// figure draws and the HTML page opens on. Its JSON is the report's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct GeneratedView {
+    pub report: CausalReport,
+    #[serde(skip)]
+    pub token: usize,
+}
+
+impl GeneratedView {
+    /// Shown at generated token `token` (`None`: the last); an error where `token` is past
+    /// the tokens asked for, or past those generated before the end-of-text token.
+    pub fn new(report: CausalReport, token: Option<usize>) -> Result<Self> {
+        let generated = report.generated_tokens.len();
+        let token = token.unwrap_or(generated.saturating_sub(1));
+        let generate = report.generation.requested;
+        if token >= generate {
+            return Err(Error::FigureTokenOutOfRange { token, generate });
+        }
+        if token >= generated {
+            return Err(Error::FigureTokenPastEnd { token, generated });
+        }
+        Ok(Self { report, token })
+    }
+
+    /// Shown at the last generated token.
+    pub fn last(report: CausalReport) -> Self {
+        let token = report.generated_tokens.len().saturating_sub(1);
+        Self { report, token }
+    }
+}
+
 /// How the tokens were generated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GenerationInfo {
@@ -69,71 +103,6 @@ pub struct RankedToken {
     pub index: usize,
     pub token: String,
     pub score: f64,
-}
-
-/// A relevance method of the causal report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CausalMethod {
-    Raw,
-    Rollout,
-    RolloutCorrected,
-    Flow,
-}
-
-impl CausalMethod {
-    /// The JSON name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Raw => "raw",
-            Self::Rollout => "rollout",
-            Self::RolloutCorrected => "rollout_corrected",
-            Self::Flow => "flow",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Raw, Self::Rollout, Self::RolloutCorrected, Self::Flow]
-            .into_iter()
-            .find(|m| m.name() == name)
-    }
-}
-
-impl CausalRelevance {
-    /// The `[g][m][L]` array of `method`, if it was computed.
-    pub fn get(&self, method: CausalMethod) -> Option<&Vec<Vec<Vec<f64>>>> {
-        match method {
-            CausalMethod::Raw => Some(&self.raw),
-            CausalMethod::Rollout => Some(&self.rollout),
-            CausalMethod::RolloutCorrected => self.rollout_corrected.as_ref(),
-            CausalMethod::Flow => self.flow.as_ref(),
-        }
-    }
-
-    /// The generated-token × prompt-token map `[g][m]`: each entry the mean over layers.
-    pub fn token_map(&self, method: CausalMethod) -> Option<Vec<Vec<f64>>> {
-        Some(layer_mean(self.get(method)?))
-    }
-
-    /// The layer × prompt-token map `[L][m]` of generated token `k`.
-    pub fn layer_map(&self, method: CausalMethod, k: usize) -> Option<Vec<Vec<f64>>> {
-        Some(by_layer(self.get(method)?.get(k)?))
-    }
-}
-
-/// One generated token's `[m][L]` → `[L][m]`.
-pub fn by_layer(per_prompt: &[Vec<f64>]) -> Vec<Vec<f64>> {
-    let layers = per_prompt.first().map_or(0, Vec::len);
-    (0..layers)
-        .map(|l| per_prompt.iter().map(|j| j[l]).collect())
-        .collect()
-}
-
-/// `[g][m][L]` → `[g][m]`: each entry the mean over layers.
-pub fn layer_mean(maps: &[Vec<Vec<f64>>]) -> Vec<Vec<f64>> {
-    let mean = |layers: &Vec<f64>| layers.iter().sum::<f64>() / layers.len().max(1) as f64;
-    maps.iter()
-        .map(|prompt| prompt.iter().map(mean).collect())
-        .collect()
 }
 
 /// Ranks the prompt tokens for every generated token by the layer mean of `method`, best

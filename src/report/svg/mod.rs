@@ -7,14 +7,41 @@ use std::io::Write;
 
 use super::colour::{hex, ramp, scale_max, RAMP};
 use super::escape::esc;
-use super::{probability, Prediction, Renderer, View};
+use super::{probability, Explained, Prediction, Renderer, View};
+use crate::relevance::causal::CausalMethod;
+
+mod generated;
+
+pub use generated::generated_figure;
 
 /// The figure as an SVG document; values show on hover (`<title>`).
 pub struct Svg;
 
 impl Renderer for Svg {
-    fn render(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()> {
-        out.write_all(figure(view).as_bytes())
+    fn render(&self, shown: &Explained, out: &mut dyn Write) -> std::io::Result<()> {
+        out.write_all(figure_of(shown)?.as_bytes())
+    }
+}
+
+/// The figure of either kind of report: an encoder's ([`figure`]), or a generated text's
+/// for its ranked method and the generated token shown ([`generated_figure`]).
+pub fn figure_of(shown: &Explained) -> std::io::Result<String> {
+    match shown {
+        Explained::Encoder(view) => Ok(figure(view)),
+        Explained::Generated(generated) => {
+            let report = &generated.report;
+            let ranked = CausalMethod::from_name(&report.ranking.method);
+            let method = ranked.unwrap_or(CausalMethod::Rollout);
+            generated_figure(report, method, generated.token).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "the report has no {} map to draw; compute it, or rank by another method",
+                        method.name()
+                    ),
+                )
+            })
+        }
     }
 }
 

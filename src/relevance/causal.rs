@@ -7,12 +7,12 @@
 //! rollout over the whole fed sequence, read at row t, is exactly the rollout over the
 //! sequence as it was when token k was generated; one pass serves every token.
 
-use candle_core::{DType, Device, IndexOp, Tensor, D};
+use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{with_residual, AttentionStack, HostLayers};
+use crate::attention::AttentionStack;
 use crate::error::Result;
-use crate::relevance::{flow_with, joint_attention, RelevanceOptions};
+use crate::relevance::{AttentionGraph, RelevanceOptions};
 
 /// Each method as `[g][m][L]`: generated token k, prompt token j, layer l + 1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,71 @@ pub struct CausalRelevance {
     /// with `--flow` only (it solves L · N max-flow problems per generated token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<Vec<Vec<Vec<f64>>>>,
+}
+
+/// A relevance method of the causal report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CausalMethod {
+    Raw,
+    Rollout,
+    RolloutCorrected,
+    Flow,
+}
+
+impl CausalMethod {
+    /// The JSON name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Raw => "raw",
+            Self::Rollout => "rollout",
+            Self::RolloutCorrected => "rollout_corrected",
+            Self::Flow => "flow",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Raw, Self::Rollout, Self::RolloutCorrected, Self::Flow]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
+}
+
+impl CausalRelevance {
+    /// The `[g][m][L]` array of `method`, if it was computed.
+    pub fn get(&self, method: CausalMethod) -> Option<&Vec<Vec<Vec<f64>>>> {
+        match method {
+            CausalMethod::Raw => Some(&self.raw),
+            CausalMethod::Rollout => Some(&self.rollout),
+            CausalMethod::RolloutCorrected => self.rollout_corrected.as_ref(),
+            CausalMethod::Flow => self.flow.as_ref(),
+        }
+    }
+
+    /// The generated-token × prompt-token map `[g][m]`: each entry the mean over layers.
+    pub fn token_map(&self, method: CausalMethod) -> Option<Vec<Vec<f64>>> {
+        Some(layer_mean(self.get(method)?))
+    }
+
+    /// The layer × prompt-token map `[L][m]` of generated token `k`.
+    pub fn layer_map(&self, method: CausalMethod, k: usize) -> Option<Vec<Vec<f64>>> {
+        Some(by_layer(self.get(method)?.get(k)?))
+    }
+}
+
+/// One generated token's `[m][L]` → `[L][m]`.
+pub fn by_layer(per_prompt: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    let layers = per_prompt.first().map_or(0, Vec::len);
+    (0..layers)
+        .map(|l| per_prompt.iter().map(|j| j[l]).collect())
+        .collect()
+}
+
+/// `[g][m][L]` → `[g][m]`: each entry the mean over layers.
+pub fn layer_mean(maps: &[Vec<Vec<f64>>]) -> Vec<Vec<f64>> {
+    let mean = |layers: &Vec<f64>| layers.iter().sum::<f64>() / layers.len().max(1) as f64;
+    maps.iter()
+        .map(|prompt| prompt.iter().map(mean).collect())
+        .collect()
 }
 
 /// What to compute beyond raw attention and rollout.
@@ -52,6 +117,9 @@ pub fn causal_relevance(
 }
 
 /// [`causal_relevance`], telling `progress` how far each token's flow has got.
+///
+/// Each map is the encoders' ([`AttentionGraph`]) from the position that predicted the
+/// generated token, `t = m − 1 + k`, cut to the prompt.
 pub fn causal_relevance_with(
     stack: &AttentionStack,
     prompt: usize,
@@ -59,65 +127,64 @@ pub fn causal_relevance_with(
     methods: CausalMethods,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<CausalRelevance> {
-    let fused = stack.fuse(methods.relevance.fusion)?;
-    let augmented = with_residual(&fused, methods.relevance.residual)?;
-    let joint = joint_attention(&augmented)?;
-    let rows = prompt - 1..prompt - 1 + generated;
-    let slice = |t: &Tensor| -> Result<Tensor> { Ok(t.i((.., rows.clone(), ..prompt))?) };
-    let rollout = slice(&joint)?;
+    let graph = AttentionGraph::new(stack, methods.relevance)?;
+    let positions = prompt - 1..prompt - 1 + generated;
+    // Each generated token's `[L][n]` map → `[m][L]`.
+    let per_token = |map: &dyn Fn(usize) -> Result<Vec<Vec<f64>>>| -> Result<Vec<Vec<Vec<f64>>>> {
+        positions
+            .clone()
+            .map(|t| Ok(prompt_by_layer(&map(t)?, prompt)))
+            .collect()
+    };
+    let rollout = per_token(&|t| graph.rollout(t))?;
     let rollout_corrected = match methods.correction {
         true => {
-            let baseline = receptive_field_baseline(&augmented, methods.relevance.residual)?;
-            Some(to_gml(&correct_rollout(&rollout, &slice(&baseline)?)?)?)
+            let uniform = receptive_field_baseline(stack.layers(), stack.len(), methods.relevance)?;
+            let baseline = per_token(&|t| uniform.rollout(t))?;
+            Some(correct_rollout(&rollout, &baseline))
         }
         false => None,
     };
     let flow = match methods.flow {
-        true => {
-            let capacities = HostLayers::new(&augmented)?;
-            let per_token = rows
-                .clone()
-                .map(|t| {
-                    let layers = capacities.read(|capacities| flow_with(capacities, t, progress));
-                    (0..prompt)
-                        .map(|j| layers.iter().map(|row| row[j]).collect())
-                        .collect()
-                })
-                .collect();
-            Some(per_token)
-        }
+        true => Some(per_token(&|t| Ok(graph.flow_with(t, progress)))?),
         false => None,
     };
     Ok(CausalRelevance {
-        raw: to_gml(&slice(&fused)?)?,
-        rollout: to_gml(&rollout)?,
+        raw: per_token(&|t| graph.raw(t))?,
+        rollout,
         rollout_corrected,
         flow,
     })
 }
 
-/// The rollout that the causal mask alone produces: `augmented` only gives the shape
-/// `[L, N, N]`; returns the joint attention `U_l` `[L, N, N]` of the uniform causal attention
-/// `Ū[i][j] = 1/(i+1)` for `j ≤ i` (0 otherwise), with the same residual α.
-///
-/// `U_l[t][j]` is the share of token j in position t's rollout when attention carries no
-/// information at all: every position attends evenly over its receptive field `{0..i}`.
-/// Early tokens lie in more receptive fields, so `U_l[t][j]` falls with j.
-pub fn receptive_field_baseline(augmented: &Tensor, alpha: f64) -> Result<Tensor> {
-    let (layers, n, _) = augmented.dims3()?;
+/// `[L][n]` → `[m][L]`: the first m tokens, layers innermost.
+fn prompt_by_layer(map: &[Vec<f64>], prompt: usize) -> Vec<Vec<f64>> {
+    (0..prompt)
+        .map(|j| map.iter().map(|row| row[j]).collect())
+        .collect()
+}
+
+/// The graph of what the causal mask alone produces over `layers` layers of `n` positions:
+/// the uniform causal attention `Ū[i][j] = 1/(i+1)` for `j ≤ i` (0 otherwise), with the
+/// options' residual α. Its rollout `U_l[t][j]` is the share of token j in position t's
+/// rollout when attention carries no information at all: every position attends evenly over
+/// its receptive field `{0..i}`. Early tokens lie in more receptive fields, so `U_l[t][j]`
+/// falls with j.
+pub fn receptive_field_baseline(
+    layers: usize,
+    n: usize,
+    options: RelevanceOptions,
+) -> Result<AttentionGraph> {
     let uniform: Vec<f64> = (0..n)
         .flat_map(|i| (0..n).map(move |j| if j <= i { 1.0 / (i + 1) as f64 } else { 0.0 }))
         .collect();
     let one = Tensor::from_vec(uniform, (1, n, n), &Device::Cpu)?;
-    let stacked = one
-        .repeat((layers, 1, 1))?
-        .to_dtype(augmented.dtype())?
-        .to_device(augmented.device())?;
-    joint_attention(&with_residual(&stacked, alpha)?)
+    AttentionGraph::from_fused(one.repeat((layers, 1, 1))?, options)
 }
 
-/// The receptive-field correction: `rollout` and `baseline` are `[L, g, m]` prompt slices of
-/// the rollout `R_l[t][j]` and of the uniform-attention baseline `U_l[t][j]`; returns `[L, g, m]`
+/// The receptive-field correction: `rollout` and `baseline` are `[g][m][L]` prompt slices of
+/// the rollout `R_l[t][j]` and of the uniform-attention baseline `U_l[t][j]`; returns
+/// `[g][m][L]`
 ///
 /// ```text
 /// C_l[t][j] = (R_l[t][j] / U_l[t][j]) / Σ_{j' < m} (R_l[t][j'] / U_l[t][j'])
@@ -127,19 +194,32 @@ pub fn receptive_field_baseline(augmented: &Tensor, alpha: f64) -> Result<Tensor
 /// renormalised over the prompt. A token whose rollout is exactly its structural share scores
 /// the same as every other such token (1/m when all are); `U_l[t][j] > 0` for j ≤ t, so the
 /// ratio is always defined.
-pub fn correct_rollout(rollout: &Tensor, baseline: &Tensor) -> Result<Tensor> {
-    let ratio = rollout.div(baseline)?;
-    let total = ratio.sum_keepdim(D::Minus1)?;
-    let safe = total.eq(0.0)?.where_cond(&total.ones_like()?, &total)?;
-    Ok(ratio.broadcast_div(&safe)?)
-}
-
-/// `[L, g, m]` on any device → `[g][m][L]` on the host.
-fn to_gml(t: &Tensor) -> Result<Vec<Vec<Vec<f64>>>> {
-    Ok(t.permute((1, 2, 0))?
-        .to_device(&Device::Cpu)?
-        .to_dtype(DType::F64)?
-        .to_vec3()?)
+pub fn correct_rollout(
+    rollout: &[Vec<Vec<f64>>],
+    baseline: &[Vec<Vec<f64>>],
+) -> Vec<Vec<Vec<f64>>> {
+    rollout
+        .iter()
+        .zip(baseline)
+        .map(|(r, u)| {
+            let ratio: Vec<Vec<f64>> = r
+                .iter()
+                .zip(u)
+                .map(|(r, u)| r.iter().zip(u).map(|(r, u)| r / u).collect())
+                .collect();
+            let layers = ratio.first().map_or(0, Vec::len);
+            let totals: Vec<f64> = (0..layers)
+                .map(|l| match ratio.iter().map(|j| j[l]).sum::<f64>() {
+                    0.0 => 1.0,
+                    total => total,
+                })
+                .collect();
+            ratio
+                .iter()
+                .map(|j| j.iter().zip(&totals).map(|(x, total)| x / total).collect())
+                .collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -199,13 +279,11 @@ mod tests {
         let layer = |l: usize| [0, 1, 2].map(|j| corrected[0][j][l]);
         close(&layer(0), &[0.8, 0.0, 0.2]);
         close(&layer(1), &[96.0 / 119.0, 0.0, 23.0 / 119.0]);
-        let baseline = receptive_field_baseline(
-            &Tensor::zeros((2, 3, 3), DType::F64, &Device::Cpu).unwrap(),
-            0.5,
-        )
-        .unwrap();
-        let u2: Vec<f64> = baseline.i((1, 2)).unwrap().to_vec1().unwrap();
-        close(&u2, &[23.0 / 72.0, 17.0 / 72.0, 32.0 / 72.0]);
+        let baseline = receptive_field_baseline(2, 3, RelevanceOptions::default()).unwrap();
+        close(
+            &baseline.rollout(2).unwrap()[1],
+            &[23.0 / 72.0, 17.0 / 72.0, 32.0 / 72.0],
+        );
     }
 
     #[test]
