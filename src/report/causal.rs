@@ -210,4 +210,50 @@ mod tests {
         assert_eq!(content.top[0][0].token, " Sara");
         assert!(is_common(" The") && !is_common(" Sara") && is_common(" ,") && is_common(" "));
     }
+
+    /// A report of `generated` tokens out of `requested`, with no maps.
+    fn report(requested: usize, generated: usize) -> CausalReport {
+        CausalReport {
+            mode: "causal".into(),
+            model: "m".into(),
+            family: "gpt2".into(),
+            task: "causal-lm".into(),
+            device: "cpu".into(),
+            prompt: "p".into(),
+            prompt_tokens: vec!["p".into()],
+            prompt_ids: vec![0],
+            generated_tokens: vec!["x".into(); generated],
+            generated_ids: vec![1; generated],
+            generated_text: "x".repeat(generated),
+            generation: GenerationInfo {
+                strategy: "greedy".into(),
+                seed: None,
+                temperature: None,
+                requested,
+                stopped_at_eos: generated < requested,
+            },
+            layers: 1,
+            heads: 1,
+            fusion: "mean".into(),
+            residual: 0.5,
+            relevance: relevance(),
+            methods: None,
+            ranking: rank(&relevance(), CausalMethod::Rollout, &[], 0, false),
+        }
+    }
+
+    #[test]
+    fn a_view_is_shown_at_a_generated_token() {
+        assert_eq!(GeneratedView::new(report(4, 4), None).unwrap().token, 3);
+        assert_eq!(GeneratedView::new(report(4, 2), Some(1)).unwrap().token, 1);
+        assert_eq!(GeneratedView::last(report(4, 2)).token, 1);
+        // Past the tokens asked for: the command line's mistake (exit status 2).
+        let asked = GeneratedView::new(report(4, 4), Some(4)).unwrap_err();
+        assert!(matches!(asked, Error::FigureTokenOutOfRange { token: 4, generate: 4 }));
+        assert!(asked.is_usage());
+        // Asked for, but generation stopped at the end of text before it.
+        let stopped = GeneratedView::new(report(4, 2), Some(3)).unwrap_err();
+        assert!(matches!(stopped, Error::FigureTokenPastEnd { token: 3, generated: 2 }));
+        assert!(stopped.to_string().contains("after 2 tokens (0 to 1)"));
+    }
 }
