@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::causal::{CausalExplainer, CausalOptions, CausalReport, Decoding};
 use crate::error::Result;
 use crate::evaluate::Summary;
+use crate::explain::generation::{CausalExplainer, CausalOptions};
 use crate::explain::{EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded};
+use crate::generate::Decoding;
 use crate::input::{Line, Lines, LINE_LIMIT};
+use crate::report::causal::CausalReport;
 
 /// One input line: `{"text": "...", "target": 7, "candidates": ["is", "are"],
 /// "expected": "are"}`, for a classifier `{"text": "...", "pair": "...", "label":

@@ -9,6 +9,10 @@
 //!      ─► report (terminal, JSON, SVG/PNG, HTML)
 //! ```
 //!
+//! Generation takes the same path: the text is a prompt, [`generate`] continues it and keeps
+//! every step's attention, and each generated token is explained from the position that
+//! predicted it.
+//!
 //! [`checkpoint`] finds config, tokenizer and weights (a local folder or the Hub);
 //! [`tokens`] encodes the text exactly as given; [`model`] runs any supported family (BERT,
 //! RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA, GPT-2) with its head and keeps each layer's
@@ -17,16 +21,16 @@
 //! mixing matrices of SPEC §8 and their maps; [`report`] renders the result.
 //! [`Explainer`] ties them together; [`importance`], [`evaluate`] and [`eraser`] score
 //! tokens by input gradients and blank-out, correlate the maps with them and measure ERASER
-//! faithfulness; [`batch`] runs a dataset; [`causal`] does rollout over generated text for
-//! GPT-2, Llama, Qwen2 and Mistral models. [`cli`] is the command line itself, as a
-//! function of its arguments; apart from it the library never prints.
+//! faithfulness; [`batch`] runs a dataset. Each stage has a file for causal models (GPT-2,
+//! Llama, Qwen2, Mistral) where they differ, and [`causal`] gathers those names. [`cli`] is
+//! the command line itself, as a function of its arguments; apart from it the library never
+//! prints.
 
 // The command line (cli/) names the library as its callers do.
 extern crate self as bert_explain;
 
 pub mod attention;
 pub mod batch;
-pub mod causal;
 pub mod checkpoint;
 pub mod cli;
 pub mod device;
@@ -34,6 +38,7 @@ pub mod eraser;
 pub mod error;
 pub mod evaluate;
 pub mod explain;
+pub mod generate;
 pub mod importance;
 pub mod input;
 pub mod linalg;
@@ -43,6 +48,23 @@ pub mod model;
 pub mod relevance;
 pub mod report;
 pub mod tokens;
+
+/// Generation's names in one place: a causal model's explainer and options, its report and
+/// the pieces it is made of (generation, the maps, the methods, the tokenizer).
+pub mod causal {
+    pub use crate::explain::generation::{CausalExplainer, CausalOptions};
+    pub use crate::generate::{argmax, generate, sample, Decoding, Generation};
+    pub use crate::methods::causal::{causal_mixings, Generated};
+    pub use crate::methods::{CausalMethodMaps, CausalMixings};
+    pub use crate::model::causal::{CausalDims, CausalLm, KvCache, StepOutput};
+    pub use crate::model::families::gpt2::{Gpt2, Gpt2Config};
+    pub use crate::model::families::{is_causal, load_causal};
+    pub use crate::relevance::causal::{
+        causal_relevance, causal_relevance_with, CausalMethod, CausalMethods, CausalRelevance,
+    };
+    pub use crate::report::causal::{rank, CausalReport, GenerationInfo, RankedToken, Ranking};
+    pub use crate::tokens::causal::CausalTokenizer;
+}
 
 pub use attention::{AttentionStack, HeadFusion};
 pub use checkpoint::ModelSource;

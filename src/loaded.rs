@@ -4,10 +4,11 @@
 
 use candle_core::Device;
 
-use crate::causal::{is_causal, CausalExplainer};
 use crate::checkpoint::ModelSource;
 use crate::error::Result;
+use crate::explain::generation::CausalExplainer;
 use crate::explain::Explainer;
+use crate::model::families::is_causal;
 
 pub enum Loaded {
     Encoder(Box<Explainer>),

@@ -26,7 +26,7 @@ pub enum HeadFusion {
 }
 
 /// Every head's attention in one layer: what a head view draws
-/// ([`crate::Explainer::layer_heads`], [`crate::causal::CausalExplainer::layer_heads`]).
+/// ([`crate::Explainer::layer_heads`], [`crate::explain::generation::CausalExplainer::layer_heads`]).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LayerHeads {
     pub tokens: Vec<String>,

@@ -1,8 +1,9 @@
 //! The pipeline for one text: tokens, forward pass, attention stack, relevance, report.
-//! Also the same maps for an attention stack saved by another framework ([`assemble`]), and
-//! the prediction alone ([`prediction`]).
+//! Also the same maps for an attention stack saved by another framework ([`assemble`]), the
+//! prediction alone ([`prediction`]), and a generated text's tokens ([`generation`]).
 
 mod assemble;
+pub mod generation;
 mod prediction;
 
 use assemble::{assemble, eraser_of_every_map, listing, resolve_target, Source};

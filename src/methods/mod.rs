@@ -13,6 +13,7 @@
 
 mod aggregate;
 mod alti;
+pub mod causal;
 mod grad_attention;
 mod norm;
 mod value_zeroing;

@@ -249,11 +249,23 @@ mod tests {
         assert_eq!(GeneratedView::last(report(4, 2)).token, 1);
         // Past the tokens asked for: the command line's mistake (exit status 2).
         let asked = GeneratedView::new(report(4, 4), Some(4)).unwrap_err();
-        assert!(matches!(asked, Error::FigureTokenOutOfRange { token: 4, generate: 4 }));
+        assert!(matches!(
+            asked,
+            Error::FigureTokenOutOfRange {
+                token: 4,
+                generate: 4
+            }
+        ));
         assert!(asked.is_usage());
         // Asked for, but generation stopped at the end of text before it.
         let stopped = GeneratedView::new(report(4, 2), Some(3)).unwrap_err();
-        assert!(matches!(stopped, Error::FigureTokenPastEnd { token: 3, generated: 2 }));
+        assert!(matches!(
+            stopped,
+            Error::FigureTokenPastEnd {
+                token: 3,
+                generated: 2
+            }
+        ));
         assert!(stopped.to_string().contains("after 2 tokens (0 to 1)"));
     }
 }

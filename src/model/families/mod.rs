@@ -15,7 +15,7 @@ use std::path::Path;
 use super::causal::CausalLm;
 use super::config::{model_type, read_json, EncoderConfig};
 use super::family::Family;
-use crate::checkpoint::Weights;
+use crate::checkpoint::{HubRepo, ModelSource, Weights};
 use crate::error::{Error, Result};
 
 /// The supported encoder families.
@@ -37,6 +37,21 @@ pub fn family_of(model_type: &str) -> Option<&'static Family> {
 /// Whether `model_type` names a causal family (explained in causal mode).
 pub fn is_causal_model_type(model_type: &str) -> bool {
     gpt2::MODEL_TYPES.contains(&model_type) || llama::MODEL_TYPES.contains(&model_type)
+}
+
+/// Whether `source` is a causal LM this crate explains (config.json's `model_type` names a
+/// causal family). Unreadable or missing configs say no: the encoders' path then reports what
+/// is wrong.
+pub fn is_causal(source: &ModelSource) -> bool {
+    let config = match source {
+        ModelSource::Folder(folder) => Some(folder.join("config.json")),
+        ModelSource::Hub { id, revision } => {
+            HubRepo::from_env(id, revision).file("config.json").ok()
+        }
+    };
+    config
+        .and_then(|path| model_type(&path))
+        .is_some_and(|t| is_causal_model_type(&t))
 }
 
 /// Every supported `model_type`, for messages.

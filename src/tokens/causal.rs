@@ -1,6 +1,5 @@
-//! Whether a checkpoint is a causal model, and its byte-level BPE tokenizer (tokenizer.json,
-//! or GPT-2's vocab.json + merges.txt); its files are found as every checkpoint's are
-//! (`CheckpointFiles`).
+//! A causal model's tokenizer: byte-level BPE (tokenizer.json, or GPT-2's vocab.json +
+//! merges.txt), found as every checkpoint's files are (`CheckpointFiles`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,28 +8,12 @@ use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer};
 
-use crate::checkpoint::{HubRepo, ModelSource, TokenizerFiles};
+use super::tokenizer_json;
+use crate::checkpoint::TokenizerFiles;
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, TOKENIZER_LIMIT};
-use crate::model::config::model_type;
-use crate::model::families::is_causal_model_type;
-use crate::tokens::tokenizer_json;
 
 const EOS: &str = "<|endoftext|>";
-
-/// Whether `source` is a causal LM this crate explains (config.json says model_type "gpt2").
-/// Unreadable or missing configs say no: the BERT path then reports what is wrong.
-pub fn is_causal(source: &ModelSource) -> bool {
-    let config = match source {
-        ModelSource::Folder(folder) => Some(folder.join("config.json")),
-        ModelSource::Hub { id, revision } => {
-            HubRepo::from_env(id, revision).file("config.json").ok()
-        }
-    };
-    config
-        .and_then(|path| model_type(&path))
-        .is_some_and(|t| is_causal_model_type(&t))
-}
 
 /// GPT-2's tokenizer from its two original files: byte-level pre-tokenizer and decoder.
 fn vocab_merges(vocab: &Path, merges: &Path) -> Result<Tokenizer> {

@@ -1,22 +1,22 @@
-//! SPEC §8's mixing matrices in causal mode (`--mixing`): every method's `layer`, `rollout`
-//! and (with `--flow`) `flow` maps for each generated token, sliced to the prompt as the
-//! attention maps of [`super::relevance`] are.
+//! SPEC §8's mixing matrices for a generated text (`--mixing`): every method's `layer`,
+//! `rollout` and (with `--flow`) `flow` maps for each generated token, cut to the prompt as
+//! attention's maps are ([`crate::relevance::causal`]).
 //!
 //! Under the causal mask, row t of a layer depends only on positions ≤ t, so one forward pass
 //! over the N = m + g − 1 fed positions, without a cache, gives at row t exactly what the model
 //! computed when it generated from there: norm, ALTI and value zeroing read that pass.
-//! Attention's maps are the report's own ([`super::relevance`]). Grad-attention
+//! Attention's maps are the report's own. Grad-attention
 //! differentiates the logit of generated token k at its position t = m − 1 + k, so it runs
 //! one pass over positions 0..=t and one backward pass per token.
 //! The decoders are pre-norm, so ALTI takes the attention block's parts as they are (alti.rs).
 
 use candle_core::{Device, Tensor};
 
-use crate::error::Result;
-use crate::methods::{
+use super::{
     check_finite, decoder_grad_attention, decoder_matrices, CausalMethodMaps, CausalMixings,
     Mixing, Propagated,
 };
+use crate::error::Result;
 use crate::model::causal::{CausalLm, KvCache};
 use crate::model::Keep;
 use crate::relevance::causal::{CausalMethods, CausalRelevance};

@@ -2,6 +2,8 @@
 //! SentencePiece as tokenizer.json says; BERT's vocab.txt too), never padded or truncated.
 //! Special tokens and the mask token are the tokenizer's, not BERT's spellings.
 
+pub mod causal;
+
 use std::path::Path;
 
 use tokenizers::models::wordpiece::WordPiece;

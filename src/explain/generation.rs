@@ -1,42 +1,34 @@
-//! Causal language models (GPT-2, and Llama, Qwen2, Mistral: issue 15): which prompt tokens
-//! each generated token came from, by attention rollout and flow over the text generated so
-//! far (issue 6). Any family behind [`CausalLm`] (src/model/causal.rs) works here.
+//! Generation as a task: the text is a prompt, the targets are the tokens a causal language
+//! model (GPT-2, Llama, Qwen2, Mistral: any family behind [`CausalLm`]) generates from it,
+//! and each is explained by the maps of the prompt tokens it came from (issue 6).
 //!
 //! ```text
 //! prompt ─► ids ─► generate g tokens (greedy or seeded sampling, KV cache, every step's
 //!        attention kept) ─► causal attention stack [L, H, N, N] (N = m + g − 1)
-//!        ─► raw / rollout / corrected rollout / flow, each [g][m][L] ─► CausalReport
+//!        ─► raw / rollout / corrected rollout / flow, each [g][m][L]
+//!        ─► the --mixing methods the same way ─► CausalReport
 //! ```
 //!
-//! The receptive-field correction is [`crate::relevance::causal::correct_rollout`]; the report
-//! and its renderers are [`crate::report::causal`] and [`crate::report`]'s.
-
-mod files;
-mod generate;
-pub mod methods;
+//! The maps are the encoders' ([`crate::relevance::causal`]), the methods theirs
+//! ([`crate::methods::causal`]); the report and its renderers are [`crate::report`]'s.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{DType, Device, IndexOp};
 
-pub use crate::methods::{CausalMethodMaps, CausalMixings};
-pub use crate::model::causal::{CausalDims, CausalLm, KvCache, StepOutput};
-pub use crate::model::families::gpt2::{Gpt2, Gpt2Config};
-pub use crate::model::families::load_causal;
-pub use crate::relevance::causal::{
-    causal_relevance, causal_relevance_with, CausalMethod, CausalMethods, CausalRelevance,
-};
-pub use crate::report::causal::{rank, CausalReport, GenerationInfo, RankedToken, Ranking};
-pub use files::{is_causal, CausalTokenizer};
-pub use generate::{argmax, generate, sample, Decoding, Generation};
-pub use methods::{causal_mixings, Generated};
-
 use crate::attention::{HeadFusion, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
 use crate::device::{bind_to_thread, device_name};
 use crate::error::{Error, Result};
+use crate::generate::{generate, Decoding, Generation};
+use crate::methods::causal::{causal_mixings, Generated};
 use crate::methods::Mixing;
+use crate::model::causal::CausalLm;
+use crate::model::families::load_causal;
+use crate::relevance::causal::{causal_relevance_with, CausalMethod, CausalMethods};
 use crate::relevance::Progress;
+use crate::report::causal::{rank, CausalReport, GenerationInfo};
+use crate::tokens::causal::CausalTokenizer;
 
 /// What to generate and explain, beyond the prompt.
 #[derive(Debug, Clone, PartialEq)]
