@@ -8,8 +8,8 @@ pub enum Error {
     #[error("the tokenizer gives token type {id}, but the model's token-type table has {rows} rows; the tokenizer does not belong to this checkpoint")]
     TokenTypeOutsideEmbeddings { id: u32, rows: usize },
 
-    #[error("--mixing {given:?} is not a method; choose from attention, norm, alti, value-zeroing, grad-attention, or all")]
-    UnknownMixing { given: String },
+    #[error("--mixing {given:?} is not a method; choose from {known}, or all")]
+    UnknownMixing { given: String, known: String },
 
     #[error("the text is empty; give a sentence with one [MASK], e.g. \"The author talked to Sara about [MASK] book\"")]
     EmptyText,

@@ -84,7 +84,7 @@ impl Evaluation {
         let methods = methods.map(|methods| {
             methods
                 .iter()
-                .filter(|(name, _)| name.as_str() != Mixing::Attention.name())
+                .filter(|(name, _)| name.as_str() != Mixing::ATTENTION.name())
                 .map(|(name, maps)| {
                     let evaluation = (scores.iter())
                         .map(|(score, values)| {

@@ -66,7 +66,7 @@ fn check_cases(dir: &str, models: &std::path::Path) {
             flow: true,
             ..Default::default()
         },
-        mixings: Mixing::ALL.to_vec(),
+        mixings: Mixing::all().collect(),
         ..Default::default()
     };
     each_case(dir, models, &options, |case, got, want: Fixture| {
@@ -74,7 +74,7 @@ fn check_cases(dir: &str, models: &std::path::Path) {
         assert_eq!(got.prompt_ids, want.prompt_ids, "{name}: prompt ids");
         assert_eq!(got.generated_ids, want.generated_ids, "{name}: tokens");
         let methods = got.methods.expect("--mixing was given");
-        assert_eq!(methods.len(), Mixing::ALL.len(), "{name}");
+        assert_eq!(methods.len(), Mixing::all().count(), "{name}");
         for (mixing, want) in &want.methods {
             let got = &methods[mixing];
             let what = |map: &str| format!("{name} {mixing} {map}");
@@ -119,7 +119,7 @@ fn every_flow_reports_its_progress_to_the_end() {
             flow: true,
             ..Default::default()
         },
-        mixings: vec![Mixing::Attention, Mixing::Norm],
+        mixings: Mixing::parse_list("attention,norm").unwrap(),
         ..Default::default()
     };
     let seen = Arc::new(Mutex::new(Vec::new()));

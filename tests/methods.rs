@@ -199,7 +199,7 @@ fn aggregations_match_the_hand_computed_cases() {
     }
     let text = std::fs::read_to_string(fixtures().join("hand.json")).unwrap();
     let hand: Hand = serde_json::from_str(&text).unwrap();
-    assert_eq!(hand.aggregations.len(), 2 * Mixing::ALL.len());
+    assert_eq!(hand.aggregations.len(), 2 * Mixing::all().count());
     for case in hand.aggregations {
         let flat: Vec<f64> = case.matrices.iter().flatten().flatten().copied().collect();
         let layers = case.matrices.len();
@@ -251,7 +251,7 @@ fn every_flow_reports_its_progress_to_the_end() {
     let model = ModelSource::Folder(repo().join("models/tiny-bert-modern"));
     let explainer = Explainer::load(&model, &Device::Cpu).unwrap();
     let quiet = ExplainOptions {
-        mixing: Some(vec![Mixing::Attention, Mixing::Norm, Mixing::Alti]),
+        mixing: Some(Mixing::parse_list("attention,norm,alti").unwrap()),
         ..ExplainOptions::default()
     };
     let seen = Arc::new(Mutex::new(Vec::new()));

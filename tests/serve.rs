@@ -151,6 +151,17 @@ fn reports_equal_the_command_lines() {
         (info["family"].as_str(), info["task"].as_str()),
         (Some("bert"), Some("masked-lm"))
     );
+    // The page offers every method the command line takes.
+    let offered: Vec<&str> = info["mixings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        offered.join(","),
+        "attention,norm,alti,value-zeroing,grad-attention"
+    );
 
     // The figure is the command line's --figure file, byte for byte.
     let dir = tempfile::tempdir().unwrap();

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use bert_explain::explain::MAX_IG_STEPS;
+use bert_explain::methods::Mixing;
 use bert_explain::report::Format;
 use bert_explain::DeviceChoice;
 use clap::{Parser, ValueEnum};
@@ -114,10 +115,8 @@ pub struct Args {
     #[arg(long)]
     pub all_positions: bool,
 
-    /// Methods beyond attention (SPEC §8), comma-separated: attention, norm, alti,
-    /// value-zeroing, grad-attention, or all; each gets layer, rollout and flow maps
-    /// (JSON: "methods").
-    #[arg(long, value_name = "M,M..")]
+    // Methods beyond attention (SPEC §8), as the registry names them.
+    #[arg(long, value_name = "M,M..", help = mixing_help())]
     pub mixing: Option<String>,
 
     /// How to fuse the heads of a layer.
@@ -216,4 +215,13 @@ pub(super) fn parse_alpha(text: &str) -> Result<f64, String> {
         Ok(alpha) if (0.0..=1.0).contains(&alpha) => Ok(alpha),
         _ => Err(format!("{text:?} is not a number between 0 and 1")),
     }
+}
+
+/// `--mixing`'s help, naming every method there is.
+fn mixing_help() -> String {
+    format!(
+        "Methods beyond attention (SPEC §8), comma-separated: {}, or all; each gets layer, \
+         rollout and flow maps (JSON: \"methods\")",
+        Mixing::names()
+    )
 }

@@ -23,6 +23,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use anyhow::Context;
+use bert_explain::methods::Mixing;
 use bert_explain::report::{Explained, Format, GeneratedView, Json};
 use bert_explain::{device, Error, Loaded, ModelSource, Renderer};
 use clap::{CommandFactory, FromArgMatches, Parser};
@@ -163,6 +164,7 @@ impl State {
             "model": self.model,
             "family": self.loaded.family(),
             "task": self.loaded.task_name(),
+            "mixings": Mixing::all().map(Mixing::name).collect::<Vec<_>>(),
         })
         .to_string()
     }

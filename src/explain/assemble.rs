@@ -21,12 +21,12 @@ pub(super) fn eraser_of_every_map(
 ) -> Result<BTreeMap<String, Eraser>> {
     let last = |maps: &'_ [Vec<f64>]| -> Vec<f64> { maps.last().cloned().unwrap_or_default() };
     let mut named = vec![(
-        Mixing::Attention.name().to_string(),
+        Mixing::ATTENTION.name().to_string(),
         last(&relevance.rollout),
         last(&relevance.flow),
     )];
     for (name, maps) in methods.into_iter().flatten() {
-        if name != Mixing::Attention.name() {
+        if name != Mixing::ATTENTION.name() {
             named.push((name.clone(), last(&maps.rollout), last(&maps.flow)));
         }
     }

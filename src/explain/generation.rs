@@ -113,7 +113,7 @@ impl CausalExplainer {
                     * (1 + options
                         .mixings
                         .iter()
-                        .filter(|&&m| m != Mixing::Attention)
+                        .filter(|&&m| m != Mixing::ATTENTION)
                         .count())
             }
             false => 0,

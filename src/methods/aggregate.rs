@@ -50,7 +50,7 @@ impl Propagated {
     /// `matrices`: `[L, n, n]` f64, `M_l` before row normalisation.
     pub fn of(matrices: &Tensor, mixing: Mixing, alpha: f64) -> Result<Self> {
         let (_, n, _) = matrices.dims3()?;
-        if mixing == Mixing::GradAttention {
+        if mixing.needs_score() {
             let eye = Tensor::eye(n, matrices.dtype(), matrices.device())?;
             let steps = matrices.broadcast_add(&eye)?;
             return Ok(Self {
@@ -61,7 +61,7 @@ impl Propagated {
         }
         // The model's softmax rows as they are; every other matrix normalised.
         let normalised = match mixing {
-            Mixing::Attention => matrices.clone(),
+            Mixing::ATTENTION => matrices.clone(),
             _ => normalise_rows(matrices)?,
         };
         let augmented = match mixing.residual_inside() {
@@ -122,7 +122,7 @@ mod tests {
             &Device::Cpu,
         )
         .unwrap();
-        let maps = aggregate(&m, Mixing::GradAttention, 0, 0.5).unwrap();
+        let maps = aggregate(&m, Mixing::GRAD_ATTENTION, 0, 0.5).unwrap();
         assert_eq!(maps.layer, vec![vec![0.5, 0.0], vec![0.0, 1.0]]);
         assert_eq!(maps.rollout[0], vec![1.0, 0.0]);
         assert!((maps.rollout[1][0] - 0.6).abs() < 1e-15);
@@ -136,10 +136,10 @@ mod tests {
     #[test]
     fn residual_is_added_only_where_m_lacks_it() {
         let m = Tensor::new(&[[[0.0, 2.0], [1.0, 1.0]]], &Device::Cpu).unwrap();
-        let inside = aggregate(&m, Mixing::ValueZeroing, 0, 0.5).unwrap();
+        let inside = aggregate(&m, "value-zeroing".parse().unwrap(), 0, 0.5).unwrap();
         assert_eq!(inside.layer[0], vec![0.0, 1.0]);
         assert_eq!(inside.rollout[0], vec![0.0, 1.0]);
-        let outside = aggregate(&m, Mixing::Norm, 0, 0.5).unwrap();
+        let outside = aggregate(&m, "norm".parse().unwrap(), 0, 0.5).unwrap();
         assert_eq!(outside.layer[0], vec![0.0, 1.0]);
         assert_eq!(outside.rollout[0], vec![0.5, 0.5]);
     }

@@ -17,10 +17,9 @@ use candle_core::{IndexOp, Tensor, D};
 
 use std::ops::Range;
 
-use super::{mixing_inputs, wide};
+use super::{mixing_inputs, wide, TracedLayer};
 use crate::error::Result;
 use crate::linalg::matmul;
-use crate::model::LayerInternals;
 
 /// The norm after a post-norm block, widened: γ, σ_i for every position, and what its output
 /// holds besides the inputs' parts, `γ ⊙ (b_O − mean(b_O)) / σ_i + β` (`[n, d]`).
@@ -30,9 +29,10 @@ struct PostNorm {
     rest: Tensor,
 }
 
-/// `probs`: `[1, H, n, n]` → `M`: `[n, n]`.
-pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
-    let (a, f) = mixing_inputs(probs, internals)?;
+/// The layer's `M`: `[n, n]`.
+pub fn matrix(layer: &TracedLayer) -> Result<Tensor> {
+    let internals = layer.internals;
+    let (a, f) = mixing_inputs(layer.probs, internals)?;
     let n = a.dim(1)?;
     let input = wide(&internals.input.squeeze(0)?)?;
     let bias = match &internals.output_bias {
@@ -108,6 +108,7 @@ fn row_blocks(f: &Tensor) -> Result<Vec<Range<usize>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::LayerInternals;
     use candle_core::Device;
 
     /// One head, d = 2, A = [[1, 0], [0.5, 0.5]], f(x_0) = (1, 0), f(x_1) = (0, 2),
@@ -170,7 +171,14 @@ mod tests {
             output_bias,
         };
         let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], cpu).unwrap();
-        matrix(&probs, &internals).unwrap().to_vec2().unwrap()
+        let rerun = |_: &Tensor, _: Option<&Tensor>| unreachable!("ALTI reruns no layer");
+        let layer = TracedLayer {
+            probs: &probs,
+            internals: &internals,
+            rerun: &rerun,
+            width: 0,
+        };
+        matrix(&layer).unwrap().to_vec2().unwrap()
     }
 
     fn assert_close(m: &[Vec<f64>], want: [[f64; 2]; 2]) {

@@ -45,8 +45,7 @@ pub fn causal_mixings(
     device: &Device,
 ) -> Result<CausalMixings> {
     let fed = Tensor::new(text.fed, device)?.unsqueeze(0)?;
-    let reads_internals = |m: &Mixing| !matches!(m, Mixing::Attention | Mixing::GradAttention);
-    let pass = match mixings.iter().any(reads_internals) {
+    let pass = match mixings.iter().any(|m| m.reads_traces()) {
         true => {
             let keep = Keep {
                 internals: true,
@@ -60,12 +59,12 @@ pub fn causal_mixings(
     for &mixing in mixings {
         let maps = match (mixing, &pass) {
             // The report's own attention maps.
-            (Mixing::Attention, _) => CausalMethodMaps {
+            (Mixing::ATTENTION, _) => CausalMethodMaps {
                 layer: text.relevance.raw.clone(),
                 rollout: text.relevance.rollout.clone(),
                 flow: text.relevance.flow.clone(),
             },
-            (Mixing::GradAttention, _) => {
+            (Mixing::GRAD_ATTENTION, _) => {
                 let mut maps = Maps::new(text.ids.len());
                 for (k, &next) in text.ids.iter().enumerate() {
                     let t = text.prompt - 1 + k;

@@ -34,48 +34,128 @@ use crate::model::causal::{CausalLm, StepOutput};
 use crate::model::{Keep, LayerInternals, LayerTrace, Model, ModelOutput};
 use crate::relevance::{Relevance, RelevanceOptions};
 
-/// One mixing matrix of SPEC §8.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Mixing {
-    Attention,
-    Norm,
-    Alti,
-    ValueZeroing,
-    GradAttention,
+/// One mixing method of SPEC §8: its name, where its `M_l` comes from, and whether `M_l`
+/// already holds the residual connection (no α is added then).
+struct Method {
+    name: &'static str,
+    source: Source,
+    residual_inside: bool,
 }
 
+/// Where a method's `M_l` comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// The attention probabilities, heads fused: the report's own maps.
+    Attention,
+    /// Each layer's trace of one forward pass that kept the layers' internals.
+    Layers(fn(&TracedLayer) -> Result<Tensor>),
+    /// The gradient of the explained logit (a prediction head), aggregated by Chefer's rule.
+    Gradient,
+}
+
+/// Every method, in the order reports list them. A method that reads the layers' traces is
+/// one file with its `matrix` and one line here; encoders and decoders then both run it.
+const METHODS: [Method; 5] = [
+    Method {
+        name: "attention",
+        source: Source::Attention,
+        residual_inside: false,
+    },
+    Method {
+        name: "norm",
+        source: Source::Layers(norm::matrix),
+        residual_inside: false,
+    },
+    Method {
+        name: "alti",
+        source: Source::Layers(alti::matrix),
+        residual_inside: true,
+    },
+    Method {
+        name: "value-zeroing",
+        source: Source::Layers(value_zeroing::matrix),
+        residual_inside: true,
+    },
+    Method {
+        name: "grad-attention",
+        source: Source::Gradient,
+        residual_inside: false,
+    },
+];
+
+/// One layer as a method that reads traces sees it.
+pub struct TracedLayer<'a> {
+    /// `[1, H, n, n]`.
+    pub probs: &'a Tensor,
+    pub internals: &'a LayerInternals,
+    /// The layer run alone on a batch of inputs `[b, n, d]`, each position's value vectors
+    /// multiplied by a mask `[b, n]` (value zeroing).
+    pub rerun: &'a dyn Fn(&Tensor, Option<&Tensor>) -> Result<Tensor>,
+    /// Its feed-forward width (how value zeroing sizes its batches).
+    pub width: usize,
+}
+
+/// A method of [`METHODS`], by its place there (which is its order in reports).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mixing(usize);
+
 impl Mixing {
-    pub const ALL: [Mixing; 5] = [
-        Mixing::Attention,
-        Mixing::Norm,
-        Mixing::Alti,
-        Mixing::ValueZeroing,
-        Mixing::GradAttention,
-    ];
+    /// Attention's own maps (Abnar & Zuidema 2020).
+    pub const ATTENTION: Mixing = Mixing::named("attention");
+    /// Chefer et al. 2021.
+    pub const GRAD_ATTENTION: Mixing = Mixing::named("grad-attention");
+
+    /// The method called `name` (a compile-time error where there is none).
+    const fn named(name: &str) -> Mixing {
+        let mut i = 0;
+        while i < METHODS.len() {
+            if same(METHODS[i].name.as_bytes(), name.as_bytes()) {
+                return Mixing(i);
+            }
+            i += 1;
+        }
+        panic!("no such method")
+    }
+
+    /// Every method, in report order.
+    pub fn all() -> impl Iterator<Item = Mixing> {
+        (0..METHODS.len()).map(Mixing)
+    }
+
+    fn method(self) -> &'static Method {
+        &METHODS[self.0]
+    }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Mixing::Attention => "attention",
-            Mixing::Norm => "norm",
-            Mixing::Alti => "alti",
-            Mixing::ValueZeroing => "value-zeroing",
-            Mixing::GradAttention => "grad-attention",
-        }
+        self.method().name
     }
 
     /// Whether `M_l` already holds the residual connection (no α is added).
     pub fn residual_inside(self) -> bool {
-        matches!(self, Mixing::Alti | Mixing::ValueZeroing)
+        self.method().residual_inside
     }
 
     /// Whether the method needs the model's internals, not just its attention.
     pub fn needs_model(self) -> bool {
-        self != Mixing::Attention
+        !matches!(self.method().source, Source::Attention)
+    }
+
+    /// Whether the method reads each layer's trace of one forward pass.
+    pub fn reads_traces(self) -> bool {
+        matches!(self.method().source, Source::Layers(_))
     }
 
     /// Whether the method needs a score to differentiate (a prediction head).
     pub fn needs_score(self) -> bool {
-        self == Mixing::GradAttention
+        matches!(self.method().source, Source::Gradient)
+    }
+
+    /// Every method's name, in report order, comma-separated.
+    pub fn names() -> String {
+        Mixing::all()
+            .map(Mixing::name)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Whether a `--mixing` list names `all`: every method that applies to the model
@@ -89,7 +169,7 @@ impl Mixing {
         let mut list = Vec::new();
         for name in text.split(',').map(str::trim) {
             let chosen: Vec<Mixing> = match name {
-                "all" => Mixing::ALL.to_vec(),
+                "all" => Mixing::all().collect(),
                 _ => vec![name.parse()?],
             };
             for m in chosen {
@@ -107,11 +187,11 @@ impl FromStr for Mixing {
     type Err = Error;
 
     fn from_str(name: &str) -> Result<Self> {
-        Mixing::ALL
-            .into_iter()
+        Mixing::all()
             .find(|m| m.name() == name)
             .ok_or_else(|| Error::UnknownMixing {
                 given: name.to_string(),
+                known: Mixing::names(),
             })
     }
 }
@@ -120,6 +200,27 @@ impl fmt::Display for Mixing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+impl fmt::Debug for Mixing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Byte-for-byte equality, at compile time.
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// One method's maps for the target, each `[L][n]` (index 0 is layer 1).
@@ -189,7 +290,7 @@ pub fn compute(
     let mut methods = Methods::new();
     for &mixing in mixings {
         let maps = match (mixing, &pass) {
-            (Mixing::Attention, _) => MethodMaps {
+            (Mixing::ATTENTION, _) => MethodMaps {
                 layer: relevance.raw.clone(),
                 rollout: relevance.rollout.clone(),
                 flow: relevance.flow.clone(),
@@ -210,15 +311,15 @@ pub fn compute(
 /// report's own), before any row normalisation, from `output`, a forward pass that kept the
 /// layers' internals.
 pub fn matrices(run: &Run, output: &ModelOutput, mixing: Mixing) -> Result<Tensor> {
-    match mixing {
-        Mixing::GradAttention => {
+    match mixing.needs_score() {
+        true => {
             let score = run.score.ok_or(Error::NeedsMlmHead {
                 what: "grad-attention",
                 model: "this checkpoint".into(),
             })?;
             grad_attention::matrices(run, score)
         }
-        _ => {
+        false => {
             let input = &kept(&output.layers[0], mixing)?.input;
             let width = input.dim(2)? * run.model.intermediate_factor();
             let layer =
@@ -242,33 +343,31 @@ pub fn decoder_matrices(model: &dyn CausalLm, pass: &StepOutput, mixing: Mixing)
 /// multiplied by `mask` (`[b, n]`): what value zeroing reruns, an encoder's or a decoder's.
 type RunLayer<'a> = dyn Fn(usize, &Tensor, Option<&Tensor>) -> Result<Tensor> + 'a;
 
-/// `[L, n, n]` (f64): norm's, ALTI's or value zeroing's `M_l` of every layer, from the
-/// traces of one forward pass that kept the layers' internals, whichever model ran it;
-/// `layer` reruns a layer and `width` is its feed-forward width (value zeroing).
+/// `[L, n, n]` (f64): the `M_l` of every layer of a method that reads traces, from those of
+/// one forward pass that kept the layers' internals, whichever model ran it; `layer` reruns
+/// a layer and `width` is its feed-forward width (value zeroing).
 fn from_traces(
     traces: &[LayerTrace],
     layer: &RunLayer,
     width: usize,
     mixing: Mixing,
 ) -> Result<Tensor> {
-    let per_layer = |f: &dyn Fn(&LayerTrace, usize) -> Result<Tensor>| -> Result<Tensor> {
-        let layers = (traces.iter().enumerate())
-            .map(|(l, trace)| f(trace, l))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Tensor::stack(&layers, 0)?)
+    let Source::Layers(matrix) = mixing.method().source else {
+        let why = format!("{mixing} does not come from the layers' internals");
+        return Err(candle_core::Error::Msg(why).into());
     };
-    match mixing {
-        Mixing::Norm => per_layer(&|t, _| norm::matrix(&t.probs, kept(t, mixing)?)),
-        Mixing::Alti => per_layer(&|t, _| alti::matrix(&t.probs, kept(t, mixing)?)),
-        Mixing::ValueZeroing => per_layer(&|t, l| {
+    let layers = (traces.iter().enumerate())
+        .map(|(l, trace)| {
             let rerun = |x: &Tensor, mask: Option<&Tensor>| layer(l, x, mask);
-            value_zeroing::matrix(rerun, width, &kept(t, mixing)?.input)
-        }),
-        Mixing::Attention | Mixing::GradAttention => {
-            let why = format!("{mixing} does not come from the layers' internals");
-            Err(candle_core::Error::Msg(why).into())
-        }
-    }
+            matrix(&TracedLayer {
+                probs: &trace.probs,
+                internals: kept(trace, mixing)?,
+                rerun: &rerun,
+                width,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Tensor::stack(&layers, 0)?)
 }
 
 /// The internals a trace kept.

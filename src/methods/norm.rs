@@ -3,18 +3,17 @@
 
 use candle_core::{Tensor, D};
 
-use super::mixing_inputs;
+use super::{mixing_inputs, TracedLayer};
 use crate::error::Result;
 use crate::linalg::matmul;
-use crate::model::LayerInternals;
 
-/// `probs`: `[1, H, n, n]` → `M`: `[n, n]`.
+/// The layer's `M`: `[n, n]`.
 ///
 /// Without building the n × n × d vectors: with `a_ij = (A^h_ij)_h` and the Gram matrix
 /// `G_j = (⟨f^h(x_j), f^h'(x_j)⟩)_{h,h'}`, `‖Σ_h A^h_ij f^h(x_j)‖² = a_ijᵀ G_j a_ij`, which
 /// costs n²H² instead of n²Hd.
-pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
-    let (a, f) = mixing_inputs(probs, internals)?;
+pub fn matrix(layer: &TracedLayer) -> Result<Tensor> {
+    let (a, f) = mixing_inputs(layer.probs, layer.internals)?;
     let by_column = a.permute((2, 1, 0))?.contiguous()?; // [n(j), n(i), H]
     let per_token = f.transpose(0, 1)?.contiguous()?; // [n(j), H, d]
     let gram = matmul(&per_token, &per_token.t()?)?; // [n(j), H, H]
@@ -26,6 +25,7 @@ pub fn matrix(probs: &Tensor, internals: &LayerInternals) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::LayerInternals;
     use candle_core::Device;
 
     fn internals(head_values: Tensor) -> LayerInternals {
@@ -46,10 +46,15 @@ mod tests {
             Tensor::from_vec(flat, (1, a.len(), 2, 2), &Device::Cpu).unwrap()
         };
         let (probs, values) = (tensor(probs), tensor(values));
-        matrix(&probs, &internals(values))
-            .unwrap()
-            .to_vec2()
-            .unwrap()
+        let rerun = |_: &Tensor, _: Option<&Tensor>| unreachable!("norm reruns no layer");
+        let internals = &internals(values);
+        let layer = TracedLayer {
+            probs: &probs,
+            internals,
+            rerun: &rerun,
+            width: 0,
+        };
+        matrix(&layer).unwrap().to_vec2().unwrap()
     }
 
     /// One head, f(x_0) = (3, 4) of norm 5, f(x_1) = (0, 2) of norm 2: each entry is the

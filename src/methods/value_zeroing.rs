@@ -8,16 +8,13 @@
 
 use candle_core::{DType, Tensor, D};
 
+use super::TracedLayer;
 use crate::error::Result;
 
-/// A layer's `M` (`[n, n]`, f64) from its input `[1, n, d]`: `layer` runs it on a batch of
-/// inputs `[b, n, d]`, each position's value vectors multiplied by a mask `[b, n]`; `width`
-/// is its feed-forward width (batches are sized by it).
-pub fn matrix(
-    layer: impl Fn(&Tensor, Option<&Tensor>) -> Result<Tensor>,
-    width: usize,
-    input: &Tensor,
-) -> Result<Tensor> {
+/// The layer's `M` (`[n, n]`, f64) from its input `[1, n, d]`, the layer rerun on a batch
+/// of it with each zeroing's mask; batches are sized by its feed-forward width.
+pub fn matrix(traced: &TracedLayer) -> Result<Tensor> {
+    let (layer, width, input) = (traced.rerun, traced.width, &traced.internals.input);
     let (_, n, d) = input.dims3()?;
     // Batches of about 16M values, and of at least 8 zeroings so that the unchanged
     // element each batch carries costs at most an eighth more.

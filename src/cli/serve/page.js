@@ -3,7 +3,6 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const MIXINGS = ["attention", "norm", "alti", "value-zeroing", "grad-attention"];
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
   "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"];
 const state = {
@@ -312,7 +311,7 @@ async function start() {
   $("encoder-options").hidden = causal() || state.info.task !== "masked-lm";
   $("text-a").value = causal() ? "The author talked to Sara about" :
     state.info.task === "masked-lm" ? "The author talked to Sara about [MASK] book." : "The keys to the cabinet are here.";
-  $("mixings").append(...MIXINGS.filter((m) => m !== "attention").map((m) => {
+  $("mixings").append(...state.info.mixings.filter((m) => m !== "attention").map((m) => {
     const label = el("label", {}, undefined);
     label.append(el("input", { type: "checkbox", value: m }), ` ${m} `);
     return label;
