@@ -123,8 +123,8 @@ pub enum Error {
 
     #[error("{option} applies to {applies}, but {model} is a {task} model; leave {option} out")]
     OptionForOtherTask {
-        option: &'static str,
-        applies: &'static str,
+        option: String,
+        applies: String,
         model: String,
         task: &'static str,
     },

@@ -28,7 +28,7 @@ impl Loaded {
     /// `causal-lm`.
     pub fn task_name(&self) -> &'static str {
         match self {
-            Loaded::Encoder(inner) => inner.task().name(),
+            Loaded::Encoder(inner) => inner.task().name,
             Loaded::Causal(_) => "causal-lm",
         }
     }

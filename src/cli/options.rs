@@ -146,36 +146,20 @@ pub fn given(matches: &ArgMatches, id: &str) -> bool {
     matches.value_source(id) == Some(ValueSource::CommandLine)
 }
 
-/// Options that only some tasks use (SPEC §7), refused for the loaded model's task;
-/// `given(id)` says whether the option (clap's id, which is also the Python keyword) was given.
+/// Options that only some tasks use (SPEC §7: each task's `options`), refused for the loaded
+/// model's task; `given(id)` says whether the option (clap's id, which is also the Python
+/// keyword) was given.
 pub fn refuse_for_task(given: impl Fn(&str) -> bool, task: Task, model: &str) -> Result<(), Error> {
-    let words = "masked-LM models (a word at the mask)";
-    let labels = "classifiers (labels)";
-    let table: [(&str, &'static str, &'static str, &[Task]); 4] = [
-        ("candidates", "--candidates", words, &[Task::MaskedLm]),
-        ("top_k", "--top-k", words, &[Task::MaskedLm]),
-        (
-            "importance_word",
-            "--importance-word",
-            words,
-            &[Task::MaskedLm],
-        ),
-        (
-            "label",
-            "--label",
-            labels,
-            &[Task::SequenceClassification, Task::ReplacedTokenDetection],
-        ),
-    ];
-    match table
-        .iter()
-        .find(|(id, _, _, tasks)| given(id) && !tasks.contains(&task))
-    {
-        Some((_, option, applies, _)) => Err(Error::OptionForOtherTask {
-            option,
-            applies,
+    let mut others = Task::all().flat_map(|t| t.options.iter().copied());
+    match others.find(|id| given(id) && !task.options.contains(id)) {
+        Some(id) => Err(Error::OptionForOtherTask {
+            option: format!("--{}", id.replace('_', "-")),
+            applies: (Task::all().filter(|t| t.options.contains(&id)))
+                .map(|t| t.models)
+                .collect::<Vec<_>>()
+                .join(" and "),
             model: model.to_string(),
-            task: task.name(),
+            task: task.name,
         }),
         None => Ok(()),
     }

@@ -23,7 +23,7 @@ use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank};
 use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
-use crate::model::{EncoderConfig, Keep, Model, ModelOutput, Task};
+use crate::model::{EncoderConfig, Keep, Model, ModelOutput, Predicts, Reads, Task};
 pub use crate::relevance::Progress;
 use crate::relevance::{fuse_to_host, AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report};
@@ -166,7 +166,7 @@ impl Explainer {
 
     /// Whether the checkpoint predicts anything (has a head).
     pub fn has_head(&self) -> bool {
-        self.task() != Task::Encoder
+        self.task().has_head()
     }
 
     /// `mixings` without the methods this model cannot run, and a note for each one left
@@ -308,7 +308,7 @@ impl Explainer {
             }
         };
         report.family = Some(self.family().to_string());
-        report.task = Some(task.name().to_string());
+        report.task = Some(task.name.to_string());
         let special = encoding.special;
         if let Some((scores, query)) = scored {
             let specials = options
@@ -401,8 +401,8 @@ impl Explainer {
         let encoding = self.encode(text, options)?;
         let task = self.task();
         let target = self.target(&encoding, task, options.target)?;
-        let candidates = match task {
-            Task::MaskedLm => match &options.candidates {
+        let candidates = match task.predicts {
+            Predicts::Words => match &options.candidates {
                 Some(words) => self.candidate_ids(words)?,
                 // The paper's pair, where this vocabulary has both words (a chemistry or
                 // protein model does not).
@@ -462,16 +462,16 @@ impl Explainer {
         Ok(encoding)
     }
 
-    /// The explained position: the given one; a classifier's first token; else the mask.
+    /// The explained position: the given one; the first token where the head reads there (a
+    /// classifier); else the mask.
     fn target(&self, encoding: &Encoding, task: Task, given: Option<usize>) -> Result<usize> {
         let mask = self.tokenizer.mask_id();
         // A classifier decides from the whole text: a mask token in it is just a token.
-        let is_mask =
-            |i: usize| task != Task::SequenceClassification && Some(encoding.ids[i]) == mask;
+        let is_mask = |i: usize| task.reads == Reads::Target && Some(encoding.ids[i]) == mask;
         let found = resolve_target(&encoding.tokens, given, is_mask)?;
-        match (found, task) {
+        match (found, task.reads) {
             (Some(target), _) => Ok(target),
-            (None, Task::SequenceClassification) => Ok(0),
+            (None, Reads::First) => Ok(0),
             (None, _) => {
                 let tokens = listing(&encoding.tokens);
                 Err(match mask {

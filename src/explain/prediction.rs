@@ -5,7 +5,7 @@ use candle_core::Tensor;
 use super::{EvaluateOptions, Explainer};
 use crate::error::{Error, Result};
 use crate::importance::ImportanceQuery;
-use crate::model::Task;
+use crate::model::Predicts;
 use crate::report::{LabelProbability, Prediction, WordProbability};
 
 impl Explainer {
@@ -28,8 +28,8 @@ impl Explainer {
             id,
             probability: p(id),
         };
-        match self.task() {
-            Task::MaskedLm => Prediction::Words {
+        match self.task().predicts {
+            Predicts::Words => Prediction::Words {
                 candidates: candidates
                     .iter()
                     .map(|(w, id)| word(w.clone(), *id))
@@ -54,10 +54,7 @@ impl Explainer {
     }
 
     pub(super) fn label_name(&self, id: u32) -> String {
-        match self.task() {
-            Task::ReplacedTokenDetection => ["original", "replaced"][id as usize].to_string(),
-            _ => self.config.label_name(id as usize),
-        }
+        self.model.label(id as usize, &self.config)
     }
 
     /// The word or label to score (the given one, else the top prediction) and the blank.
@@ -98,9 +95,10 @@ impl Explainer {
             .unwrap_or(0);
         let word = evaluate.and_then(|e| e.word.as_ref());
         let label = evaluate.and_then(|e| e.label.as_ref());
-        Ok(match (self.task(), word, label) {
-            (Task::MaskedLm, Some(word), _) => (word.clone(), self.tokenizer.single_piece(word)?),
-            (Task::MaskedLm, None, _) => (self.tokenizer.token(top), top),
+        let words = self.task().predicts == Predicts::Words;
+        Ok(match (words, word, label) {
+            (true, Some(word), _) => (word.clone(), self.tokenizer.single_piece(word)?),
+            (true, None, _) => (self.tokenizer.token(top), top),
             (_, _, Some(label)) => {
                 let id = self.label_id(label, probs.len())?;
                 (self.label_name(id), id)

@@ -5,13 +5,12 @@
 
 pub(crate) mod attention;
 pub mod causal;
-mod classifier;
 pub mod config;
 mod embeddings;
 pub mod families;
 pub mod family;
+pub mod heads;
 mod layer;
-mod masked_lm;
 pub(crate) mod norm;
 mod rotary;
 
@@ -19,50 +18,20 @@ use candle_core::{IndexOp, Tensor};
 
 use crate::checkpoint::Weights;
 use crate::error::Result;
-use classifier::{ClassificationHead, Discriminator};
 pub use config::{Activation, EncoderConfig};
 use embeddings::Embeddings;
 pub use family::Family;
+use heads::{load_head, Found, Head};
+pub use heads::{Predicts, Reads, Task};
 pub(crate) use layer::activate;
 use layer::Layer;
-use masked_lm::MaskedLmHead;
-
-/// What the model's head predicts (SPEC §7), as the report names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Task {
-    /// A word at the mask.
-    MaskedLm,
-    /// One label for the text, at the first token.
-    SequenceClassification,
-    /// ELECTRA's discriminator: was this token replaced?
-    ReplacedTokenDetection,
-    /// No head: relevances only.
-    Encoder,
-}
-
-impl Task {
-    pub fn name(self) -> &'static str {
-        match self {
-            Task::MaskedLm => "masked-lm",
-            Task::SequenceClassification => "sequence-classification",
-            Task::ReplacedTokenDetection => "replaced-token-detection",
-            Task::Encoder => "encoder",
-        }
-    }
-}
-
-enum Head {
-    MaskedLm(MaskedLmHead),
-    Classification(ClassificationHead),
-    Discriminator(Discriminator),
-}
 
 /// An encoder of any family with its task head, when the checkpoint has one.
 pub struct Model {
     family: &'static Family,
     embeddings: Embeddings,
     layers: Vec<Layer>,
-    head: Option<Head>,
+    head: Option<Box<dyn Head>>,
 }
 
 /// What a forward pass keeps besides the attention probabilities, each part computed only
@@ -136,34 +105,12 @@ impl Model {
                 Layer::load(&layer, &family.layer, config)
             })
             .collect::<Result<Vec<_>>>()?;
-        let classifier = config.architecture_ends_with("ForSequenceClassification")
-            || (config.architectures.is_empty()
-                && ClassificationHead::present(&root, &family.classifier)
-                && !MaskedLmHead::present(&root, &family.masked_lm));
-        let discriminator = family.discriminator.as_ref().filter(|names| {
-            config.architecture_ends_with("ForPreTraining")
-                || (config.architectures.is_empty() && Discriminator::present(&root, names))
-        });
-        let head = if classifier {
-            Some(Head::Classification(ClassificationHead::load(
-                &root,
-                &family.classifier,
-                config,
-            )?))
-        } else if let Some(names) = discriminator {
-            Some(Head::Discriminator(Discriminator::load(
-                &root, names, config,
-            )?))
-        } else if MaskedLmHead::present(&root, &family.masked_lm) {
-            Some(Head::MaskedLm(MaskedLmHead::load(
-                &root,
-                &family.masked_lm,
-                config,
-                embeddings.word_table(),
-            )?))
-        } else {
-            None
-        };
+        let head = load_head(&Found {
+            root: &root,
+            family,
+            config,
+            word_table: embeddings.word_table(),
+        })?;
         Ok(Self {
             family,
             embeddings,
@@ -177,19 +124,19 @@ impl Model {
     }
 
     pub fn task(&self) -> Task {
-        match &self.head {
-            Some(Head::MaskedLm(_)) => Task::MaskedLm,
-            Some(Head::Classification(_)) => Task::SequenceClassification,
-            Some(Head::Discriminator(_)) => Task::ReplacedTokenDetection,
-            None => Task::Encoder,
-        }
+        self.head.as_ref().map_or(Task::ENCODER, |head| head.task())
     }
 
-    /// How many labels a classifier has (0 for other heads).
+    /// How many labels the head chooses from (0 for words, or without a head).
     pub fn labels(&self) -> usize {
+        self.head.as_ref().map_or(0, |head| head.labels())
+    }
+
+    /// The name of label `id` (`config`: the checkpoint's).
+    pub fn label(&self, id: usize, config: &EncoderConfig) -> String {
         match &self.head {
-            Some(Head::Classification(head)) => head.labels(),
-            _ => 0,
+            Some(head) => head.label(id, config),
+            None => config.label_name(id),
         }
     }
 
@@ -272,11 +219,14 @@ impl Model {
             hidden = next;
             layers.push(trace);
         }
-        let state = || hidden.i((.., at, ..));
         let logits = match &self.head {
-            Some(Head::MaskedLm(head)) => Some(head.forward(&state()?)?),
-            Some(Head::Classification(head)) => Some(head.forward(&hidden.i((.., 0, ..))?)?),
-            Some(Head::Discriminator(head)) => Some(head.forward(&state()?)?),
+            Some(head) => {
+                let read = match head.task().reads {
+                    Reads::Target => at,
+                    Reads::First => 0,
+                };
+                Some(head.forward(&hidden.i((.., read, ..))?)?)
+            }
             None => None,
         };
         Ok(ModelOutput { logits, layers })

@@ -1,15 +1,40 @@
-//! The masked-LM head: dense, activation, LayerNorm, and the decoder onto the vocabulary.
+//! The masked-LM head (`*ForMaskedLM`): a word at the mask, through dense, activation,
+//! LayerNorm, and the decoder onto the vocabulary.
 
-use crate::linalg::Dense;
 use candle_core::{Module, Tensor};
 
-use super::attention::load_linear;
-use super::config::{Activation, EncoderConfig};
-use super::family::MaskedLmNames;
-use super::layer::activate;
-use super::norm::LayerNorm;
+use super::{Head, HeadKind, Predicts, Reads, Task};
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
+use crate::linalg::Dense;
+use crate::model::attention::load_linear;
+use crate::model::config::{Activation, EncoderConfig};
+use crate::model::family::MaskedLmNames;
+use crate::model::layer::activate;
+use crate::model::norm::LayerNorm;
+
+pub const TASK: Task = Task {
+    name: "masked-lm",
+    predicts: Predicts::Words,
+    reads: Reads::Target,
+    options: &["candidates", "top_k", "importance_word"],
+    models: "masked-LM models (a word at the mask)",
+};
+
+/// Wanted where the checkpoint holds any of the head's tensors.
+pub const KIND: HeadKind = HeadKind {
+    task: TASK,
+    wanted: |found| MaskedLmHead::present(found.root, &found.family.masked_lm),
+    load: |found| {
+        let head = MaskedLmHead::load(
+            found.root,
+            &found.family.masked_lm,
+            found.config,
+            found.word_table,
+        )?;
+        Ok(Box::new(head))
+    },
+};
 
 pub struct MaskedLmHead {
     dense: Dense,
@@ -59,9 +84,15 @@ impl MaskedLmHead {
             activation: names.activation.unwrap_or(config.hidden_act),
         })
     }
+}
+
+impl Head for MaskedLmHead {
+    fn task(&self) -> Task {
+        TASK
+    }
 
     /// `hidden`: `[b, hidden]` → logits `[b, vocab]`.
-    pub fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
+    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
         let x = activate(self.activation, &self.dense.forward(hidden)?)?;
         Ok(self.decoder.forward(&self.layer_norm.forward(&x)?)?)
     }
