@@ -164,3 +164,41 @@ pub fn refuse_for_task(given: impl Fn(&str) -> bool, task: Task, model: &str) ->
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+    use crate::cli::args::Args;
+
+    fn task(name: &str) -> Task {
+        Task::all().find(|t| t.name == name).unwrap()
+    }
+
+    #[test]
+    fn every_task_option_is_a_command_line_option() {
+        let command = Args::command();
+        for task in Task::all() {
+            for id in task.options {
+                let known = command.get_arguments().any(|a| a.get_id() == *id);
+                assert!(known, "{}: {id}", task.name);
+            }
+        }
+    }
+
+    #[test]
+    fn an_option_of_other_tasks_is_refused_naming_them() {
+        let given = |id: &str| id == "label";
+        let masked = task("masked-lm");
+        let message = refuse_for_task(given, masked, "m").unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "--label applies to classifiers (labels) and ELECTRA discriminators (original or \
+             replaced), but m is a masked-lm model; leave --label out"
+        );
+        assert!(refuse_for_task(given, task("sequence-classification"), "m").is_ok());
+        assert!(refuse_for_task(|id| id == "top_k", task("encoder"), "m").is_err());
+        assert!(refuse_for_task(|id| id == "fusion", task("encoder"), "m").is_ok());
+    }
+}

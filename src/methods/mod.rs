@@ -410,3 +410,33 @@ fn host(t: &Tensor) -> Result<Tensor> {
 fn wide(t: &Tensor) -> Result<Tensor> {
     Ok(t.to_dtype(compute_dtype(t.device()))?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_names_each_method_once_in_report_order() {
+        assert_eq!(
+            Mixing::names(),
+            "attention, norm, alti, value-zeroing, grad-attention"
+        );
+        for mixing in Mixing::all() {
+            assert_eq!(mixing.name().parse::<Mixing>().unwrap(), mixing);
+        }
+        assert_eq!(Mixing::ATTENTION.name(), "attention");
+        assert_eq!(Mixing::GRAD_ATTENTION.name(), "grad-attention");
+        let inside: Vec<&str> = (Mixing::all().filter(|m| m.residual_inside()))
+            .map(Mixing::name)
+            .collect();
+        assert_eq!(inside, ["alti", "value-zeroing"]);
+        let traced: Vec<&str> = (Mixing::all().filter(|m| m.reads_traces()))
+            .map(Mixing::name)
+            .collect();
+        assert_eq!(traced, ["norm", "alti", "value-zeroing"]);
+        assert_eq!(
+            Mixing::parse_list("grad-attention, norm,norm").unwrap(),
+            [Mixing::all().nth(1).unwrap(), Mixing::GRAD_ATTENTION]
+        );
+    }
+}
