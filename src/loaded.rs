@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::explain::generation::CausalExplainer;
 use crate::explain::Explainer;
 use crate::model::families::is_causal;
+use crate::model::Predicts;
 
 pub enum Loaded {
     Encoder(Box<Explainer>),
@@ -24,12 +25,25 @@ impl Loaded {
         })
     }
 
-    /// `masked-lm`, `sequence-classification`, `replaced-token-detection`, `encoder` or
-    /// `causal-lm`.
+    /// The task's name: an encoder head's (`masked-lm`, `sequence-classification`, ...,
+    /// `encoder` without one) or `causal-lm`.
     pub fn task_name(&self) -> &'static str {
         match self {
             Loaded::Encoder(inner) => inner.task().name,
             Loaded::Causal(_) => "causal-lm",
+        }
+    }
+
+    /// What the model predicts: `words` (at a mask), `labels`, `nothing` (no head) or
+    /// `text` (generation).
+    pub fn predicts(&self) -> &'static str {
+        match self {
+            Loaded::Encoder(inner) => match inner.task().predicts {
+                Predicts::Words => "words",
+                Predicts::Labels => "labels",
+                Predicts::Nothing => "nothing",
+            },
+            Loaded::Causal(_) => "text",
         }
     }
 

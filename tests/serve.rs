@@ -151,6 +151,7 @@ fn reports_equal_the_command_lines() {
         (info["family"].as_str(), info["task"].as_str()),
         (Some("bert"), Some("masked-lm"))
     );
+    assert_eq!(info["predicts"], "words");
     // The page offers every method the command line takes.
     let offered: Vec<&str> = info["mixings"]
         .as_array()

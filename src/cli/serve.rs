@@ -164,6 +164,7 @@ impl State {
             "model": self.model,
             "family": self.loaded.family(),
             "task": self.loaded.task_name(),
+            "predicts": self.loaded.predicts(),
             "mixings": Mixing::all().map(Mixing::name).collect::<Vec<_>>(),
         })
         .to_string()

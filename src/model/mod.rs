@@ -89,9 +89,8 @@ impl ModelOutput {
 }
 
 impl Model {
-    /// Builds the model from the checkpoint's tensors; the head follows `architectures`
-    /// (`*ForSequenceClassification`, `ElectraForPreTraining`, else a masked-LM head when
-    /// the tensors have one), and without `architectures` the tensors present.
+    /// Builds the model from the checkpoint's tensors, with the first head of
+    /// [`heads::HEADS`] the checkpoint wants (by `architectures`, else by its tensors).
     pub fn load(
         weights: &Weights,
         family: &'static Family,
@@ -123,6 +122,7 @@ impl Model {
         self.family
     }
 
+    /// What the head predicts ([`Task::ENCODER`] without one).
     pub fn task(&self) -> Task {
         self.head.as_ref().map_or(Task::ENCODER, |head| head.task())
     }

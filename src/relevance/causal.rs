@@ -223,7 +223,7 @@ pub fn correct_rollout(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// One head in which every position attends only to token 0 (an "attention sink").
@@ -238,6 +238,32 @@ mod tests {
         for (g, w) in got.iter().zip(want) {
             assert!((g - w).abs() < 1e-12, "{got:?} vs {want:?}");
         }
+    }
+
+    /// Made-up maps of one generated token: m = 3, L = 2.
+    pub(crate) fn relevance() -> CausalRelevance {
+        let rows = vec![vec![vec![0.1, 0.3], vec![0.5, 0.5], vec![0.4, 0.8]]];
+        CausalRelevance {
+            raw: rows.clone(),
+            rollout: rows,
+            rollout_corrected: None,
+            flow: None,
+        }
+    }
+
+    #[test]
+    fn maps_average_layers_and_slice_one_token() {
+        let r = relevance();
+        assert_eq!(
+            r.token_map(CausalMethod::Rollout).unwrap(),
+            vec![vec![0.2, 0.5, 0.6000000000000001]]
+        );
+        assert_eq!(
+            r.layer_map(CausalMethod::Rollout, 0).unwrap(),
+            vec![vec![0.1, 0.5, 0.4], vec![0.3, 0.5, 0.8]]
+        );
+        assert!(r.token_map(CausalMethod::Flow).is_none());
+        assert!(r.layer_map(CausalMethod::Rollout, 1).is_none());
     }
 
     #[test]

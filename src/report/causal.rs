@@ -1,5 +1,5 @@
-//! The causal report: the generation, every method's `[g][m][L]` relevance, the top prompt
-//! tokens of each generated token, and the maps that figures draw.
+//! A generated text's report: the generation, every method's `[g][m][L]` maps and the top
+//! prompt tokens of each generated token; [`GeneratedView`] is the report as shown.
 
 use serde::{Deserialize, Serialize};
 
@@ -172,32 +172,7 @@ pub fn is_common(token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn relevance() -> CausalRelevance {
-        // g = 1, m = 3, L = 2.
-        let rows = vec![vec![vec![0.1, 0.3], vec![0.5, 0.5], vec![0.4, 0.8]]];
-        CausalRelevance {
-            raw: rows.clone(),
-            rollout: rows,
-            rollout_corrected: None,
-            flow: None,
-        }
-    }
-
-    #[test]
-    fn maps_average_layers_and_slice_one_token() {
-        let r = relevance();
-        assert_eq!(
-            r.token_map(CausalMethod::Rollout).unwrap(),
-            vec![vec![0.2, 0.5, 0.6000000000000001]]
-        );
-        assert_eq!(
-            r.layer_map(CausalMethod::Rollout, 0).unwrap(),
-            vec![vec![0.1, 0.5, 0.4], vec![0.3, 0.5, 0.8]]
-        );
-        assert!(r.token_map(CausalMethod::Flow).is_none());
-        assert!(r.layer_map(CausalMethod::Rollout, 1).is_none());
-    }
+    use crate::relevance::causal::tests::relevance;
 
     #[test]
     fn ranking_can_skip_common_words_and_punctuation() {

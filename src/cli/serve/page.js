@@ -9,8 +9,8 @@ const state = {
   info: null, reports: [], texts: [], targets: [null, null], labels: [null, null],
   mixing: "attention", aggregation: "flow", layer: Infinity, generated: 0, heads: null, hidden: new Set(),
 };
-const causal = () => state.info && state.info.task === "causal-lm";
-const classifier = () => state.info && ["sequence-classification", "replaced-token-detection"].includes(state.info.task);
+const causal = () => state.info && state.info.predicts === "text";
+const classifier = () => state.info && state.info.predicts === "labels";
 
 function el(tag, attributes, text) {
   const node = document.createElement(tag);
@@ -62,7 +62,7 @@ function request(i) {
       if (!(body.mixing || []).includes("grad-attention")) body.mixing = [...(body.mixing || []), "grad-attention"];
     }
     const candidates = $("candidates").value.trim();
-    if (candidates && state.info.task === "masked-lm") body.candidates = candidates.split(",").map((c) => c.trim());
+    if (candidates && state.info.predicts === "words") body.candidates = candidates.split(",").map((c) => c.trim());
   }
   return body;
 }
@@ -308,9 +308,9 @@ async function start() {
   state.info = await api("/api/info").then((r) => r.json());
   $("model").textContent = `${state.info.model} · ${state.info.family} · ${state.info.task}`;
   $("causal-options").hidden = !causal();
-  $("encoder-options").hidden = causal() || state.info.task !== "masked-lm";
+  $("encoder-options").hidden = state.info.predicts !== "words";
   $("text-a").value = causal() ? "The author talked to Sara about" :
-    state.info.task === "masked-lm" ? "The author talked to Sara about [MASK] book." : "The keys to the cabinet are here.";
+    state.info.predicts === "words" ? "The author talked to Sara about [MASK] book." : "The keys to the cabinet are here.";
   $("mixings").append(...state.info.mixings.filter((m) => m !== "attention").map((m) => {
     const label = el("label", {}, undefined);
     label.append(el("input", { type: "checkbox", value: m }), ` ${m} `);
