@@ -1,14 +1,25 @@
 //! The causal-LM seam: one trait that every decoder family implements (a step over new ids
-//! with a key/value cache, keeping attention), and the registry that picks the family from
-//! config.json's `model_type`. Generation and the causal explainer know only this trait.
+//! with a key/value cache, keeping attention), and what a decoder family is ([`Decoder`]:
+//! the registry `DECODERS` in families/mod.rs picks one by config.json's `model_type`).
+//! Generation and the causal explainer know only this trait.
+
+use std::path::Path;
 
 use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
 use super::attention::{head_values, probe};
 use super::{Keep, LayerInternals, LayerTrace};
+use crate::checkpoint::Weights;
 use crate::error::Result;
 use crate::linalg::{matmul, Dense};
+
+/// One family of causal (decoder) checkpoints: its `model_type`s, and its model built from
+/// config.json and the weights.
+pub struct Decoder {
+    pub model_types: &'static [&'static str],
+    pub load: fn(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>>,
+}
 
 /// The keys and values of the positions seen so far, one entry per layer.
 #[derive(Default)]

@@ -1,7 +1,8 @@
 //! A model family: how one kind of checkpoint spells its tensors and what sets it apart.
-//! Every family's layers compute the same post-LayerNorm block, so a family is data (its
-//! names, in the style of candle's `vb.pp(...)`) plus a few config defaults; adding one
-//! is one file in `families/` and one line in `FAMILIES` (families/mod.rs).
+//! Every encoder family's layers compute the same post-LayerNorm block, so an encoder family
+//! is data (its names, in the style of candle's `vb.pp(...)`) plus a few config defaults;
+//! adding one is one file in `families/` and one line in `FAMILIES` (families/mod.rs). A
+//! decoder family brings its own body (`causal::Decoder`), one file and one line in `DECODERS`.
 
 use super::config::{Activation, EncoderConfig};
 

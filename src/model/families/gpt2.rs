@@ -16,14 +16,19 @@ use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 use crate::model::causal::{
-    cached_attention, decoder_internals, eos_ids, Attended, CausalDims, CausalLm, KvCache, Step,
-    StepOutput,
+    cached_attention, decoder_internals, eos_ids, Attended, CausalDims, CausalLm, Decoder, KvCache,
+    Step, StepOutput,
 };
 use crate::model::norm::LayerNorm;
 use crate::model::{activate, Activation, Keep, LayerTrace};
 
 /// The `model_type`s of this family.
 pub const MODEL_TYPES: [&str; 1] = ["gpt2"];
+
+pub const DECODER: Decoder = Decoder {
+    model_types: &MODEL_TYPES,
+    load: |config, weights| Ok(Box::new(Gpt2::load(weights, &Gpt2Config::load(config)?)?)),
+};
 
 /// The parts of a GPT-2 config.json that the forward pass and generation need.
 #[derive(Debug, Clone, Deserialize)]

@@ -15,8 +15,8 @@ use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 use crate::model::causal::{
-    cached_attention, decoder_internals, eos_ids, Attended, CausalDims, CausalLm, KvCache, Step,
-    StepOutput,
+    cached_attention, decoder_internals, eos_ids, Attended, CausalDims, CausalLm, Decoder, KvCache,
+    Step, StepOutput,
 };
 use crate::model::norm::RmsNorm;
 use crate::model::rotary::{rope_from_config, RopeScaling, Rotary};
@@ -24,6 +24,11 @@ use crate::model::{Keep, LayerTrace};
 
 /// The `model_type`s of this family.
 pub const MODEL_TYPES: [&str; 3] = ["llama", "qwen2", "mistral"];
+
+pub const DECODER: Decoder = Decoder {
+    model_types: &MODEL_TYPES,
+    load: |config, weights| Ok(Box::new(Llama::load(weights, &LlamaConfig::load(config)?)?)),
+};
 
 /// The parts of a Llama, Qwen2 or Mistral config.json that the forward pass needs.
 #[derive(Debug, Clone, Deserialize)]

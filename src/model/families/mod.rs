@@ -1,6 +1,6 @@
 //! One file per family: an encoder family's tensor names and config defaults, or (GPT-2,
-//! Llama) a whole causal model; and the registries that list them, which pick a family
-//! from a config.json's `model_type`.
+//! Llama) a whole causal model; and the registries that list them (`FAMILIES`, `DECODERS`),
+//! which pick a family from a config.json's `model_type`.
 
 pub mod albert;
 pub mod bert;
@@ -12,7 +12,7 @@ pub mod roberta;
 
 use std::path::Path;
 
-use super::causal::CausalLm;
+use super::causal::{CausalLm, Decoder};
 use super::config::{model_type, read_json, EncoderConfig};
 use super::family::Family;
 use crate::checkpoint::{HubRepo, ModelSource, Weights};
@@ -27,6 +27,9 @@ const FAMILIES: [&Family; 5] = [
     &electra::FAMILY,
 ];
 
+/// The supported decoder families.
+const DECODERS: [&Decoder; 2] = [&gpt2::DECODER, &llama::DECODER];
+
 /// The family whose `model_type` this is.
 pub fn family_of(model_type: &str) -> Option<&'static Family> {
     FAMILIES
@@ -36,7 +39,14 @@ pub fn family_of(model_type: &str) -> Option<&'static Family> {
 
 /// Whether `model_type` names a causal family (explained in causal mode).
 pub fn is_causal_model_type(model_type: &str) -> bool {
-    gpt2::MODEL_TYPES.contains(&model_type) || llama::MODEL_TYPES.contains(&model_type)
+    decoder_of(model_type).is_some()
+}
+
+/// The decoder family whose `model_type` this is.
+fn decoder_of(model_type: &str) -> Option<&'static Decoder> {
+    DECODERS
+        .into_iter()
+        .find(|d| d.model_types.contains(&model_type))
 }
 
 /// Whether `source` is a causal LM this crate explains (config.json's `model_type` names a
@@ -57,7 +67,7 @@ pub fn is_causal(source: &ModelSource) -> bool {
 /// Every supported `model_type`, for messages.
 pub fn supported_model_types() -> String {
     let encoders = FAMILIES.iter().flat_map(|f| f.model_types).copied();
-    let causal = gpt2::MODEL_TYPES.into_iter().chain(llama::MODEL_TYPES);
+    let causal = DECODERS.iter().flat_map(|d| d.model_types).copied();
     encoders.chain(causal).collect::<Vec<_>>().join(", ")
 }
 
@@ -87,17 +97,12 @@ pub fn load_encoder_config(path: &Path) -> Result<(&'static Family, EncoderConfi
 /// model.
 pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>> {
     let found = model_type(config).unwrap_or_default();
-    if gpt2::MODEL_TYPES.contains(&found.as_str()) {
-        let gpt2_config = gpt2::Gpt2Config::load(config)?;
-        Ok(Box::new(gpt2::Gpt2::load(weights, &gpt2_config)?))
-    } else if llama::MODEL_TYPES.contains(&found.as_str()) {
-        let llama_config = llama::LlamaConfig::load(config)?;
-        Ok(Box::new(llama::Llama::load(weights, &llama_config)?))
-    } else {
-        Err(Error::NotCausal {
+    match decoder_of(&found) {
+        Some(decoder) => (decoder.load)(config, weights),
+        None => Err(Error::NotCausal {
             path: config.to_path_buf(),
             found,
-        })
+        }),
     }
 }
 
