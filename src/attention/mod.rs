@@ -34,6 +34,20 @@ pub struct LayerHeads {
     pub heads: Vec<Vec<Vec<f64>>>,
 }
 
+impl LayerHeads {
+    /// The 0-based index of layer `layer` (1 to `layers`), or the error naming the layers.
+    pub fn index(layer: usize, layers: usize) -> Result<usize> {
+        (layer.checked_sub(1).filter(|&l| l < layers))
+            .ok_or(Error::LayerOutOfRange { layer, layers })
+    }
+
+    /// One layer's `probs` (`[H, n, n]`, on any device) over `tokens`, on the host.
+    pub fn new(tokens: Vec<String>, probs: &Tensor) -> Result<Self> {
+        let heads = probs.to_dtype(DType::F64)?.to_vec3::<f64>()?;
+        Ok(Self { tokens, heads })
+    }
+}
+
 /// Every layer's attention probabilities for one sentence.
 #[derive(Debug, Clone)]
 pub struct AttentionStack {

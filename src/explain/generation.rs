@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use candle_core::{DType, Device, IndexOp};
+use candle_core::{Device, IndexOp};
 
 use crate::attention::{HeadFusion, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
@@ -212,18 +212,11 @@ impl CausalExplainer {
         layer: usize,
     ) -> Result<LayerHeads> {
         let (prompt_ids, generation) = self.generate(prompt, options)?;
-        let stack = generation.attention.tensor();
-        let layers = generation.attention.layers();
-        let Some(l) = layer.checked_sub(1).filter(|&l| l < layers) else {
-            return Err(Error::LayerOutOfRange { layer, layers });
-        };
-        let heads = stack.i(l)?.to_dtype(DType::F64)?.to_vec3::<f64>()?;
-        let fed = heads.first().map_or(0, Vec::len);
+        let stack = &generation.attention;
+        let l = LayerHeads::index(layer, stack.layers())?;
         let ids = [&prompt_ids[..], &generation.ids[..]].concat();
-        Ok(LayerHeads {
-            tokens: self.tokenizer.token_texts(&ids[..fed])?,
-            heads,
-        })
+        let tokens = self.tokenizer.token_texts(&ids[..stack.len()])?;
+        LayerHeads::new(tokens, &stack.tensor().i(l)?)
     }
 
     /// The prompt's ids and what the model generates from them as `options` say.

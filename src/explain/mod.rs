@@ -349,19 +349,9 @@ impl Explainer {
         layer: usize,
     ) -> Result<LayerHeads> {
         let (prepared, output) = self.run_once(text, options)?;
-        let attentions = output.attentions();
-        let layers = attentions.len();
-        let Some(probs) = layer.checked_sub(1).and_then(|l| attentions.get(l)) else {
-            return Err(Error::LayerOutOfRange { layer, layers });
-        };
-        let heads = probs
-            .squeeze(0)?
-            .to_dtype(candle_core::DType::F64)?
-            .to_vec3::<f64>()?;
-        Ok(LayerHeads {
-            tokens: prepared.encoding.tokens,
-            heads,
-        })
+        let l = LayerHeads::index(layer, output.layers.len())?;
+        let probs = output.layers[l].probs.squeeze(0)?;
+        LayerHeads::new(prepared.encoding.tokens, &probs)
     }
 
     /// The head's prediction for `text` without any relevance map, at the cost of one

@@ -85,12 +85,7 @@ impl Propagated {
         rows(&self.rollout, target)
     }
 
-    /// The `flow` map of `target`, `[L][n]`.
-    pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
-        self.flow_with(target, &|_, _| {})
-    }
-
-    /// [`Self::flow`], telling `progress` how far it has got.
+    /// The `flow` map of `target`, `[L][n]`, telling `progress` how far it has got.
     pub fn flow_with(
         &self,
         target: usize,

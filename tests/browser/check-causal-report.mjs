@@ -6,25 +6,14 @@
 //
 // Usage: node check-causal-report.mjs REPORT.html SCREENSHOT.png
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
-import { resolve } from "node:path";
-import { pathToFileURL } from "node:url";
-import { launch, watch } from "./chromium.mjs";
+import { args, checks, launch, openFile } from "./chromium.mjs";
 
-const [pagePath, screenshot] = process.argv.slice(2);
-if (!pagePath || !screenshot) {
-  console.error("usage: node check-causal-report.mjs REPORT.html SCREENSHOT.png");
-  process.exit(2);
-}
-const failures = [];
-const check = (ok, message) => { if (!ok) failures.push(message); };
+const [pagePath, screenshot] = args("node check-causal-report.mjs REPORT.html SCREENSHOT.png", 2);
+const { failures, check, finish } = checks();
 const { browser, close } = await launch({ width: 1280, height: 900 });
 let seen = {};
 try {
-  const page = await browser.newPage();
-  const url = pathToFileURL(resolve(pagePath)).href;
-  const { errors, requests } = watch(page, (u) => u === url || u.startsWith("data:"));
-  await page.goto(url, { waitUntil: "load" });
-  await page.waitForSelector("body[data-ready=true]", { timeout: 10000 });
+  const { page, errors, requests } = await openFile(browser, pagePath);
 
   const report = await page.evaluate(() => JSON.parse(document.getElementById("report-data").textContent).report);
   const [m, g, layers] = [report.prompt_tokens.length, report.generated_tokens.length, report.layers];
@@ -78,8 +67,4 @@ try {
 } finally {
   await close();
 }
-console.log(JSON.stringify(seen));
-if (failures.length > 0) {
-  console.error(failures.join("\n"));
-  process.exit(1);
-}
+finish(seen);

@@ -10,17 +10,12 @@
 //   "labelled": report}, "causal": {"prompt", "generate", "heads", "fed": [tokens]}}
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
 import { readFileSync } from "node:fs";
-import { launch, watch } from "./chromium.mjs";
+import { args, checks, launch, near, watch } from "./chromium.mjs";
 
-const [classifierUrl, causalUrl, expectedPath] = process.argv.slice(2);
-if (!classifierUrl || !causalUrl || !expectedPath) {
-  console.error("usage: node check-explorer-tasks.mjs CLASSIFIER_URL CAUSAL_URL EXPECTED.json");
-  process.exit(2);
-}
+const [classifierUrl, causalUrl, expectedPath] =
+  args("node check-explorer-tasks.mjs CLASSIFIER_URL CAUSAL_URL EXPECTED.json", 3);
 const expected = JSON.parse(readFileSync(expectedPath, "utf8"));
-const failures = [];
-const check = (ok, message) => { if (!ok) failures.push(message); };
-const close = (a, b) => Math.abs(a - b) <= 1e-9 + 1e-9 * Math.abs(b);
+const { failures, check, finish } = checks();
 const { browser, close: closeBrowser } = await launch({ width: 1280, height: 1000 });
 const seen = {};
 const errors = [];
@@ -54,7 +49,7 @@ try {
   const shown = await page.$$eval("[data-pane='0'] .token[data-index]", (spans) => spans.map((s) => Number(s.dataset.value)));
   const flow = want.labelled.methods["grad-attention"].flow[want.layers - 1];
   check(shown.length === flow.length, `${shown.length} tokens on the page, ${flow.length} in the report`);
-  shown.forEach((g, j) => check(close(g, flow[j]), `grad-attention flow for label ${want.name}: token ${j} shows ${g}, the report has ${flow[j]}`));
+  shown.forEach((g, j) => check(near(g, flow[j]), `grad-attention flow for label ${want.name}: token ${j} shows ${g}, the report has ${flow[j]}`));
   seen.classifier = { label: said, tokens: shown.length };
 
   // The causal model: the head view over the fed positions.
@@ -81,8 +76,4 @@ try {
 } finally {
   await closeBrowser();
 }
-console.log(JSON.stringify(seen));
-if (failures.length > 0) {
-  console.error(failures.join("\n"));
-  process.exit(1);
-}
+finish(seen);

@@ -10,17 +10,11 @@
 //   "clicked": report at position click, "both": report with --mixing norm}
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
 import { readFileSync } from "node:fs";
-import { launch, watch } from "./chromium.mjs";
+import { args, checks, launch, near, watch } from "./chromium.mjs";
 
-const [url, expected_path, screenshot] = process.argv.slice(2);
-if (!url || !expected_path || !screenshot) {
-  console.error("usage: node check-explorer.mjs URL EXPECTED.json SCREENSHOT.png");
-  process.exit(2);
-}
+const [url, expected_path, screenshot] = args("node check-explorer.mjs URL EXPECTED.json SCREENSHOT.png", 3);
 const expected = JSON.parse(readFileSync(expected_path, "utf8"));
-const failures = [];
-const check = (ok, message) => { if (!ok) failures.push(message); };
-const close = (a, b) => Math.abs(a - b) <= 1e-9 + 1e-9 * Math.abs(b);
+const { failures, check, finish } = checks();
 
 const { browser, close: closeBrowser } = await launch({ width: 1280, height: 1000 });
 const seen = {};
@@ -41,7 +35,7 @@ try {
   };
   const compare = (got, want, what) => {
     check(got.length === want.length, `${what}: ${got.length} tokens on the page, ${want.length} in the report`);
-    got.forEach((g, j) => check(close(g, want[j]), `${what}: token ${j} shows ${g}, the report has ${want[j]}`));
+    got.forEach((g, j) => check(near(g, want[j]), `${what}: token ${j} shows ${g}, the report has ${want[j]}`));
   };
 
   // Type, with the norm method on, and explain.
@@ -106,8 +100,4 @@ try {
 } finally {
   await closeBrowser();
 }
-console.log(JSON.stringify(seen));
-if (failures.length > 0) {
-  console.error(failures.join("\n"));
-  process.exit(1);
-}
+finish(seen);

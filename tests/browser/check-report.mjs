@@ -5,26 +5,15 @@
 //
 // Usage: node check-report.mjs REPORT.html SCREENSHOT.png
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
-import { resolve } from "node:path";
-import { pathToFileURL } from "node:url";
-import { launch, watch } from "./chromium.mjs";
+import { args, checks, launch, openFile } from "./chromium.mjs";
 
-const [page_path, screenshot] = process.argv.slice(2);
-if (!page_path || !screenshot) {
-  console.error("usage: node check-report.mjs REPORT.html SCREENSHOT.png");
-  process.exit(2);
-}
-const failures = [];
-const check = (ok, message) => { if (!ok) failures.push(message); };
+const [page_path, screenshot] = args("node check-report.mjs REPORT.html SCREENSHOT.png", 2);
+const { failures, check, finish } = checks();
 
 const { browser, close } = await launch({ width: 1280, height: 900 });
 let seen = {};
 try {
-  const page = await browser.newPage();
-  const url = pathToFileURL(resolve(page_path)).href;
-  const { errors, requests } = watch(page, (u) => u === url || u.startsWith("data:"));
-  await page.goto(url, { waitUntil: "load" });
-  await page.waitForSelector("body[data-ready=true]", { timeout: 10000 });
+  const { page, errors, requests } = await openFile(browser, page_path);
 
   const shading = () => page.$$eval("#sentence .token", (spans) =>
     spans.map((s) => getComputedStyle(s).backgroundColor));
@@ -104,5 +93,4 @@ try {
 } finally {
   await close();
 }
-console.log(JSON.stringify({ ok: failures.length === 0, failures, ...seen }));
-process.exit(failures.length === 0 ? 0 : 1);
+finish(seen);

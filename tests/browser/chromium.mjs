@@ -3,8 +3,38 @@
 // that would reach the network.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { chromium } from "playwright-core";
+
+// The script's `count` arguments; without them, prints `usage` and exits 2.
+export function args(usage, count) {
+  const given = process.argv.slice(2, 2 + count);
+  if (given.length < count || given.some((a) => !a)) {
+    console.error(`usage: ${usage}`);
+    process.exit(2);
+  }
+  return given;
+}
+
+// `check(ok, message)` keeps the message of each check that fails in `failures`;
+// `finish(seen)` prints what the script saw as one JSON line and exits 1 with the reasons
+// when a check failed.
+export function checks() {
+  const failures = [];
+  const check = (ok, message) => { if (!ok) failures.push(message); };
+  const finish = (seen) => {
+    console.log(JSON.stringify(seen));
+    if (failures.length > 0) {
+      console.error(failures.join("\n"));
+      process.exit(1);
+    }
+  };
+  return { failures, check, finish };
+}
+
+// Whether two numbers agree to 1e-9, relative or absolute.
+export const near = (a, b) => Math.abs(a - b) <= 1e-9 + 1e-9 * Math.abs(b);
 
 // A fresh browser, and `close()`, which also removes its profile.
 export async function launch(viewport) {
@@ -23,6 +53,17 @@ export async function launch(viewport) {
     rmSync(profile, { recursive: true, force: true });
   };
   return { browser, close };
+}
+
+// A saved HTML page opened in a new tab and drawn, with what it must not do collected as
+// watch collects it (only the file itself and data: addresses are allowed).
+export async function openFile(browser, path) {
+  const page = await browser.newPage();
+  const url = pathToFileURL(resolve(path)).href;
+  const watched = watch(page, (u) => u === url || u.startsWith("data:"));
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("body[data-ready=true]", { timeout: 10000 });
+  return { page, ...watched };
 }
 
 // Collects what a page must not do into `errors` and `requests`: console errors and
