@@ -204,3 +204,47 @@ fn bad_attention_files_are_refused_clearly() {
         &["cannot be used with"],
     );
 }
+
+/// BERT_EXPLAIN_FLOW_STATS adds to standard error a table of how each layer's flows were
+/// settled, one row per layer, and changes nothing on standard output.
+#[test]
+fn flow_counts_on_standard_error_when_asked_for() {
+    let (attention, fixture) = reference_attention("modern-author");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("attention.npy");
+    attention.write_npy(&file).unwrap();
+    let target = fixture.target.to_string();
+    let args = ["--attention", arg(&file), "--target", &target, "--json"];
+    let plain = bin().args(args).output().unwrap();
+    let counted = bin()
+        .args(args)
+        .env("BERT_EXPLAIN_FLOW_STATS", "1")
+        .output()
+        .unwrap();
+    assert!(plain.status.success() && counted.status.success());
+    assert_eq!(plain.stdout, counted.stdout);
+    let plain_err = String::from_utf8(plain.stderr).unwrap();
+    assert!(!plain_err.contains("how each layer's flows were settled"));
+    let err = String::from_utf8(counted.stderr).unwrap();
+    let rows: Vec<&str> = err
+        .lines()
+        .skip_while(|line| !line.contains("how each layer's flows were settled"))
+        .skip(3)
+        .take_while(|line| line.starts_with('|'))
+        .collect();
+    let n = fixture.tokens.len();
+    assert_eq!(rows.len(), common::fixture("modern-author").layers, "{err}");
+    for (l, row) in rows.iter().enumerate() {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells[1], (l + 1).to_string());
+        // Every sink's flow from the target is settled once per layer, one way or another.
+        let settled: usize = cells[2..6]
+            .iter()
+            .map(|c| c.parse::<usize>().unwrap())
+            .sum();
+        assert_eq!(settled, n, "layer {}: {row}", l + 1);
+        if l < 2 {
+            assert_eq!(cells[2], n.to_string(), "layers 1 and 2 have a closed form");
+        }
+    }
+}

@@ -19,6 +19,7 @@
 mod bounds;
 mod lift;
 mod network;
+mod stats;
 mod workspace;
 
 use std::cell::RefCell;
@@ -30,6 +31,7 @@ use crate::attention::{AsLayer, Layer};
 use bounds::{upper_bounds, upper_bounds_of, Settled, Spread};
 use lift::Lifter;
 use network::{solve, two_layer_paths, Graph, Start};
+use stats::Settlement;
 use workspace::Workspace;
 
 thread_local! {
@@ -73,6 +75,7 @@ pub fn flow_with(
             column
         })
         .collect();
+    stats::print();
     (0..layers)
         .map(|l| normalise(&columns.iter().map(|column| column[l]).collect::<Vec<_>>()))
         .collect()
@@ -120,7 +123,10 @@ fn climb_from(
     let mut held = false;
     for layer in 1..=augmented.len() {
         let flow = match layer {
-            1 | 2 => first_layers(graph, layer, source, sink, top),
+            1 | 2 => {
+                stats::record(layer, || Settlement::ClosedForm);
+                first_layers(graph, layer, source, sink, top)
+            }
             _ => {
                 let weights = augmented[layer - 1].row(source);
                 let below = flows[layer - 2];
@@ -196,6 +202,7 @@ fn lift(
     let (value, sent) = LIFTER.with(|lifter| lifter.borrow_mut().lift(above, below, source, top));
     let settled = Settled::by(bound, value)?;
     *top = sent;
+    stats::record(layer, || Settlement::Lifted);
     Some(settled)
 }
 
@@ -241,6 +248,7 @@ pub fn flow_from_every_position_with(
         .into_par_iter()
         .map(|sink| climb_from_every_position(&graph, sink, &bounds, &tick))
         .collect();
+    stats::print();
     (0..layers)
         .map(|l| {
             (0..n)
@@ -305,8 +313,11 @@ fn climb_from_every_position_in(
             for (source, (flows, top)) in left.filter(|(_, (flows, _))| flows.len() < layer) {
                 let bound = bounds[layer - 1][source][sink];
                 let weights = augmented[layer - 1].row(source);
+                let spread = spread.settles(weights, bound, top);
+                if spread.is_some() {
+                    stats::record(layer, || Settlement::Spread);
+                }
                 let flow = spread
-                    .settles(weights, bound, top)
                     .or_else(|| lift(graph, layer, source, bound, top))
                     .unwrap_or_else(|| {
                         let top = Some(top);

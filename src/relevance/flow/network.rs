@@ -8,6 +8,7 @@
 use rayon::prelude::*;
 
 use super::bounds::Settled;
+use super::stats::{self, Search, Settlement};
 use super::workspace::{first_in_chain, Frame, Workspace, UNSEEN};
 use crate::attention::{Layer, Matrix};
 
@@ -117,6 +118,7 @@ pub fn solve(
     top: Option<&mut Vec<f64>>,
     work: &mut Workspace,
 ) -> Settled {
+    let started = stats::enabled().then(std::time::Instant::now);
     let rows = &graph.layers[..layers];
     let n = rows[0].n;
     assert!(layers >= 3, "one or two layers have a closed form");
@@ -159,6 +161,7 @@ pub fn solve(
             Start::Empty => 1,
             Start::Below(_) => layers + 1,
         },
+        steps: 0,
     };
     // The first phase needs no search: before any flow, the shortest paths are the
     // straight ones down the layers, so node (k, i) is at level `L - k`. From a flow held,
@@ -172,7 +175,9 @@ pub fn solve(
     if bound - total > EPS {
         total += dinic.first_phase(bound - total);
     }
+    let mut phases = 1;
     while bound - total > EPS {
+        phases += 1;
         let Some(depth) = dinic.levels() else { break };
         total += dinic.blocking_flow(depth, bound - total);
     }
@@ -180,6 +185,17 @@ pub fn solve(
         top.clear();
         top.extend((0..n).map(|m| dinic.work.flow_on(layers - 1, source, m)));
     }
+    stats::record(layers, || {
+        Settlement::Searched(Search {
+            phases,
+            steps: dinic.steps,
+            time: started.map(|t| t.elapsed()).unwrap_or_default(),
+            bound_above: match bound.is_finite() && total > 0.0 {
+                true => bound / total - 1.0,
+                false => 0.0,
+            },
+        })
+    });
     // Stopped on reaching the bound, or with no path left: then the flow is the maximum.
     match bound - total <= EPS {
         true => Settled::searched(total, bound),
@@ -277,6 +293,8 @@ struct Dinic<'a, 'w> {
     feeder: usize,
     /// The lowest layer whose nodes' arcs down carried no flow when the search began.
     untouched_from: usize,
+    /// The frames the depth-first searches took, for [`stats`].
+    steps: u64,
 }
 
 impl Dinic<'_, '_> {
@@ -388,6 +406,7 @@ impl Dinic<'_, '_> {
             } else {
                 match self.admissible(u, k, depth) {
                     Some((v, layer, residual)) => {
+                        self.steps += 1;
                         let limit = (frame.limit - frame.sent).min(residual);
                         frames.push(Frame {
                             node: v,
@@ -484,6 +503,7 @@ impl Dinic<'_, '_> {
     /// Sends up to `limit` from `(k, i)` through its arc into `(k - 1, j)` and on down;
     /// `fresh` when that arc has carried nothing yet.
     fn push_through(&mut self, k: usize, i: usize, j: usize, limit: f64, fresh: bool) -> f64 {
+        self.steps += 1;
         if k == 2 {
             return self.send_to_sink(i, j, limit, fresh);
         }
