@@ -313,11 +313,11 @@ fn climb_from_every_position_in(
             for (source, (flows, top)) in left.filter(|(_, (flows, _))| flows.len() < layer) {
                 let bound = bounds[layer - 1][source][sink];
                 let weights = augmented[layer - 1].row(source);
-                let spread = spread.settles(weights, bound, top);
-                if spread.is_some() {
+                let combined = spread.settles(weights, bound, top);
+                if combined.is_some() {
                     stats::record(layer, || Settlement::Spread);
                 }
-                let flow = spread
+                let flow = combined
                     .or_else(|| lift(graph, layer, source, bound, top))
                     .unwrap_or_else(|| {
                         let top = Some(top);

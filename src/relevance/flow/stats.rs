@@ -3,8 +3,8 @@
 //! flows had a closed form, were settled by the flows below combined ([`super::Spread`]) or
 //! by a lift, or were searched, and for the searches their phases, steps (the frames of the
 //! depth-first searches), time and how far the upper bound they were given lay above the flow
-//! they found. A flow map's end prints the table to standard error. Off, the engine reads
-//! the environment once and counts nothing.
+//! they found. A flow map's end prints the table of the flows counted since the last one to
+//! standard error. Off, the engine reads the environment once and counts nothing.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -21,7 +21,10 @@ pub enum Settlement {
 /// What one search cost.
 #[derive(Debug, Clone, Copy)]
 pub struct Search {
+    /// The first phase, and each breadth-first search of levels after it (the last finds
+    /// the sink out of reach, unless the flow reached its bound first).
     pub phases: u64,
+    /// Arcs the depth-first searches tried to send flow along.
     pub steps: u64,
     pub time: Duration,
     /// The upper bound given, relative to the flow found, less 1 (0 where either is 0 or
