@@ -4,7 +4,7 @@
 //! by a lift, or were searched, and for the searches their phases, steps (the frames of the
 //! depth-first searches), time and how far the upper bound they were given lay above the flow
 //! they found. A flow map's end prints the table of the flows counted since the last one to
-//! standard error. Off, the engine reads the environment once and counts nothing.
+//! standard error. Off, the engine reads the environment once and records nothing.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
