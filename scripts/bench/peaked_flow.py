@@ -20,10 +20,12 @@ already shows it slower there (counted as "stopped at the cap", its time as the 
 engine runs --runs times (best kept) where a run takes under a second, once otherwise.
 
     peaked_flow.py --new BIN [--old BIN] --dir DIR [--stacks PATTERN] [--all-positions LIST]
-                   [--python PY] [--runs 3]
+                   [--python PY] [--runs 3] [--counts]
 
 --python: an interpreter with torch, transformers and numpy, to make the stacks
-(.venv-reference/bin/python). Prints a markdown table.
+(.venv-reference/bin/python). --counts: one more run at each stack's worst position with
+BERT_EXPLAIN_FLOW_STATS set, for a last column: the share of the flows of layers 3 and up that
+were searched, and the searches' mean phases and steps. Prints a markdown table.
 """
 
 import argparse
@@ -137,6 +139,27 @@ def timed(binary, args, timeout=None):
         return wall, out.read()
 
 
+def counts(binary, args):
+    """The engine's own counts (BERT_EXPLAIN_FLOW_STATS) for one run, over layers 3 and up (1
+    and 2 have a closed form): the share of flows searched, and the searches' mean phases and
+    steps."""
+    done = subprocess.run([binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True,
+                          env={**os.environ, "BERT_EXPLAIN_FLOW_STATS": "1"})
+    flows = searched = phases = steps = 0.0
+    for line in done.stderr.decode().splitlines():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if len(cells) == 9 and cells[0].isdigit() and int(cells[0]) >= 3:
+            found = int(cells[4])
+            flows += sum(int(c) for c in cells[2:5])
+            searched += found
+            phases += found * float(cells[5])
+            steps += found * float(cells[6])
+    if not flows:
+        return "-"
+    return (f"{searched / flows:.0%} searched, {phases / max(searched, 1):.1f} phases and "
+            f"{steps / max(searched, 1):,.0f} steps a search")
+
+
 def positions(n):
     return sorted({round(1 + (n - 3) * k / 7) for k in range(8)})
 
@@ -157,6 +180,8 @@ def main():
     ap.add_argument("--all-positions", default="", help="stacks (patterns, comma-separated) to time with --all-positions")
     ap.add_argument("--python", default=str(REPO / ".venv-reference/bin/python"))
     ap.add_argument("--runs", type=int, default=3, help="runs of the new engine per position (best kept)")
+    ap.add_argument("--counts", action="store_true",
+                    help="one more run at each stack's worst position, with the engine's counts")
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     names = [s for s in stack_names() if fnmatch.fnmatch(s, args.stacks)]
@@ -197,8 +222,11 @@ def main():
                         + (f"; new slower at {len(slower)}" if slower else "; new faster everywhere"))
             if diffs:
                 old_text += f"; maps within {max(diffs):.1e}"
-        rows.append(f"| {name} | {'×'.join(map(str, shape))} | {medians[name]:.3f} s | "
-                    f"{worst[name][0]:.3f} s (position {worst[name][1]}) | {vs_base} | {old_text} |")
+        row = (f"| {name} | {'×'.join(map(str, shape))} | {medians[name]:.3f} s | "
+               f"{worst[name][0]:.3f} s (position {worst[name][1]}) | {vs_base} | {old_text} |")
+        if args.counts:
+            row += f" {counts(args.new, ['--attention', str(path), '--target', str(worst[name][1]), '--json'])} |"
+        rows.append(row)
         print(rows[-1], file=sys.stderr, flush=True)
     every = [s for s in names if any(fnmatch.fnmatch(s, pat) for pat in args.all_positions.split(",") if pat)]
     every_rows = []
@@ -208,8 +236,8 @@ def main():
         every_rows.append(f"| {name} | {wall:.1f} s |")
         print(every_rows[-1], file=sys.stderr, flush=True)
     print("| stack | shape | one position, median | worst position | worst against the unsharpened "
-          "stack | first engine |")
-    print("|---|---|---|---|---|---|")
+          "stack | first engine |" + (" worst position: flows of layers 3 and up |" if args.counts else ""))
+    print("|---|---|---|---|---|---|" + ("---|" if args.counts else ""))
     print("\n".join(rows))
     if every_rows:
         print("\n| stack | --all-positions |\n|---|---|")
