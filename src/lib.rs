@@ -16,9 +16,10 @@
 //! [`checkpoint`] finds config, tokenizer and weights (a local folder or the Hub);
 //! [`tokens`] encodes the text exactly as given; [`model`] runs any supported family (BERT,
 //! RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA; GPT-2, Llama, Qwen2, Mistral) with its head
-//! and keeps each layer's attention (and, on request, its internals); [`attention`] fuses heads and adds the
-//! residual; [`relevance`] computes raw attention, rollout and flow; [`methods`] the other
-//! mixing matrices of SPEC §8 and their maps; [`report`] renders the result.
+//! and keeps each layer's attention (and, on request, its internals); [`attention`] fuses
+//! heads and adds the residual; [`relevance`] computes raw attention, rollout and flow;
+//! [`methods`] the other mixing matrices of SPEC §8 and their maps; [`report`] renders the
+//! result.
 //! [`Explainer`] ties them together; [`importance`], [`evaluate`] and [`eraser`] score
 //! tokens by input gradients and blank-out, correlate the maps with them and measure ERASER
 //! faithfulness; [`batch`] runs a dataset. Each stage has a file for causal models (GPT-2,

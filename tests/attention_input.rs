@@ -14,6 +14,16 @@ fn reference_attention(name: &str) -> (Tensor, AttentionFixture) {
     (fixture.tensor(), fixture)
 }
 
+/// A tiny-model case's reference attention saved as a .npy stack in a fresh folder (kept
+/// while the folder is), its path, and the case.
+fn saved_npy(name: &str) -> (tempfile::TempDir, PathBuf, AttentionFixture) {
+    let (attention, fixture) = reference_attention(name);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("attention.npy");
+    attention.write_npy(&file).unwrap();
+    (dir, file, fixture)
+}
+
 fn run(args: &[&str]) -> Report {
     report_of(bin().args(args))
 }
@@ -34,10 +44,7 @@ fn assert_rows_close(got: &[Vec<f64>], want: &[Vec<f64>], tolerance: f64) {
 
 #[test]
 fn npy_stack_gives_the_reference_maps_without_a_model() {
-    let (attention, fixture) = reference_attention("modern-author");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("attention.npy");
-    attention.write_npy(&file).unwrap();
+    let (_dir, file, fixture) = saved_npy("modern-author");
     let tokens = fixture.tokens.join(" ");
     let report = run(&["--attention", arg(&file), "--tokens", &tokens, "--json"]);
     let want = common::fixture("modern-author");
@@ -90,10 +97,7 @@ fn fixture_relevance(name: &str) -> bert_explain::Relevance {
 
 #[test]
 fn all_positions_holds_every_source_and_agrees_with_the_target_rows() {
-    let (attention, fixture) = reference_attention("encoder-flowers");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("a.npy");
-    attention.write_npy(&file).unwrap();
+    let (_dir, file, fixture) = saved_npy("encoder-flowers");
     let report = run(&[
         "--attention",
         arg(&file),
@@ -209,10 +213,7 @@ fn bad_attention_files_are_refused_clearly() {
 /// settled, one row per layer, and changes nothing on standard output.
 #[test]
 fn flow_counts_on_standard_error_when_asked_for() {
-    let (attention, fixture) = reference_attention("modern-author");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("attention.npy");
-    attention.write_npy(&file).unwrap();
+    let (_dir, file, fixture) = saved_npy("modern-author");
     let target = fixture.target.to_string();
     let args = ["--attention", arg(&file), "--target", &target, "--json"];
     let plain = bin().args(args).output().unwrap();
