@@ -47,7 +47,7 @@ struct Layer {
 
 /// Counts per layer, `[l - 1]`.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Counts(Vec<Layer>);
+struct Counts(Vec<Layer>);
 
 impl Counts {
     fn add(&mut self, layer: usize, how: Settlement) {
@@ -70,12 +70,13 @@ impl Counts {
     }
 
     /// A markdown table, a row per layer.
-    pub fn table(&self) -> String {
+    fn table(&self) -> String {
         let mut out = String::from(
             "| layer | closed form | spread | lifted | searched | phases per search | steps per search | ms searching (all threads) | bound above the flow, mean |\n|---|---|---|---|---|---|---|---|---|\n",
         );
         for (l, c) in self.0.iter().enumerate() {
-            let per = |total: u64| total as f64 / c.searched.max(1) as f64;
+            let searches = c.searched.max(1) as f64;
+            let per = |total: u64| total as f64 / searches;
             out += &format!(
                 "| {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1}% |\n",
                 l + 1,
@@ -86,7 +87,7 @@ impl Counts {
                 per(c.phases),
                 per(c.steps),
                 c.time.as_secs_f64() * 1e3,
-                100.0 * c.bound_above / c.searched.max(1) as f64,
+                100.0 * c.bound_above / searches,
             );
         }
         out
@@ -96,7 +97,7 @@ impl Counts {
 static COUNTS: Mutex<Counts> = Mutex::new(Counts(Vec::new()));
 
 /// Whether the environment asks for the counts.
-pub fn enabled() -> bool {
+pub(super) fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("BERT_EXPLAIN_FLOW_STATS").is_some())
 }
