@@ -353,8 +353,9 @@ impl Dinic<'_, '_> {
                 w.level[sink] = here + 1;
                 depth = here + 1;
             }
-            // Edges back up into the source's layer lead only to the source itself.
-            if k + 1 < top {
+            // Edges back up into the source's layer lead only to the source itself, and
+            // none need reading once every node of the layer above is reached.
+            if k + 1 < top && w.chained_from(k + 1, 0) < n {
                 if w.level[u + n] == UNSEEN && w.straight[k][i] > EPS {
                     w.reach(k + 1, i, here + 1);
                 }
@@ -629,8 +630,11 @@ impl Dinic<'_, '_> {
             }
             for p in arc.saturating_sub(n + 1)..w.senders[u].len() {
                 let j = w.senders[u][p] as usize;
+                if w.level[(k + 1) * n + j] != next {
+                    continue;
+                }
                 let f = w.flow_on(k, j, i);
-                if w.level[(k + 1) * n + j] == next && f > EPS {
+                if f > EPS {
                     w.cursor[u] = (n + 1 + p) as u32;
                     return Some(((k + 1) * n + j, k + 1, f));
                 }
