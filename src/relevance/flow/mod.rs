@@ -694,21 +694,71 @@ mod tests {
     }
 
     #[test]
+    fn agrees_with_edmonds_karp_on_causal_layers() {
+        // Lower-triangular rows, as a decoder's: each row's arcs end at its own position,
+        // where the scans down stop.
+        let mut uniform = uniform_values(0x6a09_e667_f3bc_c908);
+        for trial in 0..30 {
+            let n = 3 + trial % 7;
+            let layers = 3 + trial % 3;
+            let sharpness = [1, 4][trial % 2];
+            let caps: Vec<Matrix> = random_graph(&mut uniform, layers, n, sharpness)
+                .into_iter()
+                .map(|mut m| {
+                    for (i, row) in m.data.chunks_mut(n).enumerate() {
+                        row[i + 1..].fill(0.0);
+                        let sum: f64 = row.iter().sum();
+                        row.iter_mut().for_each(|v| *v /= sum);
+                    }
+                    m
+                })
+                .collect();
+            let source = n - 1 - trial % 2;
+            for l in 1..=layers {
+                let dense = dense_graph(&caps[..l], n);
+                let expected: Vec<f64> = (0..n)
+                    .map(|sink| edmonds_karp(&dense, l * n + source, sink))
+                    .collect();
+                for (sink, want) in expected.iter().enumerate() {
+                    let got = max_flow(&caps[..l], source, sink);
+                    assert!(
+                        (got - want).abs() < 1e-12,
+                        "trial {trial}, layer {l}: {got} vs {want}"
+                    );
+                }
+                let climbed = &flow(&caps[..l], source)[l - 1];
+                for (got, want) in climbed.iter().zip(normalise(&expected)) {
+                    assert!(
+                        (got - want).abs() < 1e-12,
+                        "trial {trial}, layer {l}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The adjacency matrix of the layered graph over `caps`, node `(k, i)` at `k * n + i`.
+    fn dense_graph(caps: &[Matrix], n: usize) -> Vec<Vec<f64>> {
+        let size = (caps.len() + 1) * n;
+        let mut dense = vec![vec![0.0; size]; size];
+        for (k, m) in caps.iter().enumerate() {
+            for i in 0..n {
+                for j in 0..n {
+                    dense[(k + 1) * n + i][k * n + j] = m.get(i, j);
+                }
+            }
+        }
+        dense
+    }
+
+    #[test]
     fn agrees_with_edmonds_karp_on_random_layered_graphs() {
         let mut uniform = uniform_values(0x2545_f491_4f6c_dd1d);
         for trial in 0..40 {
             let n = 2 + trial % 5;
             let layers = 1 + trial % 4;
             let caps = random_graph(&mut uniform, layers, n, 1);
-            let size = (layers + 1) * n;
-            let mut dense = vec![vec![0.0; size]; size];
-            for (k, m) in caps.iter().enumerate() {
-                for i in 0..n {
-                    for j in 0..n {
-                        dense[(k + 1) * n + i][k * n + j] = m.get(i, j);
-                    }
-                }
-            }
+            let dense = dense_graph(&caps, n);
             let source = trial % n;
             for sink in 0..n {
                 let expected = edmonds_karp(&dense, layers * n + source, sink);

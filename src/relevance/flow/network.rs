@@ -30,6 +30,11 @@ pub struct Graph<'a> {
     /// Per sink, the feeder: the position of layer 1 whose arc into the sink is the widest
     /// after the sink's own (`n` if there is none).
     feeders: Vec<usize>,
+    /// Per layer and row, one past the row's last arc with any capacity, where scans down
+    /// stop: in a causal model's layers row `i` ends at `i + 1`, and a scan reading on would
+    /// read the empty rest of the row wherever the chain of nodes not yet reached still
+    /// holds the later positions.
+    ends: Vec<Vec<u32>>,
 }
 
 impl<'a> Graph<'a> {
@@ -46,11 +51,19 @@ impl<'a> Graph<'a> {
                 .map(|sink| widest_but(into.row(sink), sink))
                 .collect()
         });
+        let ends = layers
+            .par_iter()
+            .map(|m| {
+                let end = |row: &[f64]| row.iter().rposition(|&c| c > 0.0).map_or(0, |j| j + 1);
+                (0..m.n).map(|i| end(m.row(i)) as u32).collect()
+            })
+            .collect();
         Self {
             layers: layers.to_vec(),
             diagonals,
             transposed,
             feeders,
+            ends,
         }
     }
 
@@ -339,8 +352,9 @@ impl Dinic<'_, '_> {
             let (k, i) = (u / n, u % n);
             if k >= 2 {
                 let caps = self.rows[k - 1].row(i);
+                let end = self.graph.ends[k - 1][i] as usize;
                 let mut j = w.chained_from(k - 1, 0);
-                while j < n {
+                while j < end {
                     if caps[j] - w.flow_on(k - 1, i, j) > EPS {
                         w.reach(k - 1, j, here + 1);
                     }
@@ -483,8 +497,9 @@ impl Dinic<'_, '_> {
         // flow held from the start passes this layer (and those not straight nor into the
         // sink's position have their flow in the rows).
         let start = self.work.cursor[u] as usize;
+        let end = self.graph.ends[k - 1][i] as usize;
         let mut j = self.work.chained_from(k - 1, start);
-        while j < n {
+        while j < end {
             let fresh = j > start && j != i && !first.contains(&j) && k >= self.untouched_from;
             sent += self.push_through(k, i, j, limit - sent, fresh);
             if limit - sent <= EPS {
