@@ -1,0 +1,485 @@
+//! Where else could a flow search start? A measurement for issue 31, independent of the
+//! engine: a plain Dinic (breadth-first levels over every residual arc, a recursive
+//! depth-first search with a cursor per node) on one stack's fused, residual-augmented
+//! layers, counting its work. No part of the engine is used; the counts compare starts
+//! with each other, not with the engine.
+//!
+//!     rustc -O -o /tmp/warm_starts scripts/bench/warm_starts.rs
+//!     /tmp/warm_starts STACK.npy POSITION LAYER MODE
+//!
+//! STACK.npy: float32 `[layers, heads, n, n]` (scripts/bench/peaked_flow.py's stacks); the
+//! heads are averaged, then `0.5 · A + 0.5 · I`, rows renormalised (SPEC §1, α = 0.5).
+//! Every flow is from `(LAYER, source)` to `(0, sink)`. MODE:
+//!
+//! - `sinks`: source POSITION, every sink; each flow from none ("cold"), from the maximum
+//!   flow of the layer below into the same sink (fed down the straight arc, the excess
+//!   withdrawn), and from the maximum flow into the sink before (that sink made a second
+//!   source through its arcs back up, then what still enters it withdrawn);
+//! - `sources`: sinks 0, 17, 60 and 100, every source; cold, from below, and from the
+//!   maximum flow from the position before at the same layer into the same sink (its arcs
+//!   out of the source kept where the new source's arcs allow, the excess withdrawn);
+//! - `reroute`: source POSITION, every sink; from below as in `sinks`, and from below with
+//!   what the straight arc cannot carry first moved onto paths from the new source back to
+//!   `(LAYER - 1, POSITION)` (a search with that node as its target; what it cannot move
+//!   is withdrawn);
+//! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
+//!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
+//!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
+//!   bounds what can leave `(k, m)` for the sink, computed up from the sink the same way.
+//!
+//! Prints the depth-first steps (arcs advanced along) and breadth-first scans (arcs read) of
+//! each start in total, and the largest difference from the cold flows.
+
+use std::time::Instant;
+
+const EPS: f64 = 1e-14;
+const UNSEEN: u32 = u32::MAX;
+
+/// The flow problem from `(top, ·)` into `(0, sink)` over `caps[k]` (`n × n`, the arcs
+/// `(k + 1, i) → (k, j)`), with the work done so far.
+struct Net<'a> {
+    n: usize,
+    top: usize,
+    caps: &'a [Vec<f64>],
+    flow: Vec<Vec<f64>>,
+    sink: usize,
+    /// Where the searches end: the sink, or while rerouting a node (`from_below`).
+    target: usize,
+    level: Vec<u32>,
+    cursor: Vec<usize>,
+    steps: u64,
+    scans: u64,
+}
+
+impl<'a> Net<'a> {
+    fn new(caps: &'a [Vec<f64>], top: usize, sink: usize) -> Self {
+        let n = (caps[0].len() as f64).sqrt() as usize;
+        let nodes = (top + 1) * n;
+        Net {
+            n,
+            top,
+            caps,
+            flow: vec![vec![0.0; n * n]; top],
+            sink,
+            target: sink,
+            level: vec![UNSEEN; nodes],
+            cursor: vec![0; nodes],
+            steps: 0,
+            scans: 0,
+        }
+    }
+
+    /// Arc `a` of node `u = (k, i)`: `a < n` down to `(k - 1, a)` (from layer 1 only into
+    /// the sink), `n + m` back up to `(k + 1, m)`. Its head and residual capacity.
+    fn arc(&self, u: usize, a: usize) -> (usize, f64) {
+        let n = self.n;
+        let (k, i) = (u / n, u % n);
+        if a < n {
+            if k == 0 || (k == 1 && a != self.sink) {
+                return (0, 0.0);
+            }
+            let residual = self.caps[k - 1][i * n + a] - self.flow[k - 1][i * n + a];
+            ((k - 1) * n + a, residual)
+        } else if k < self.top {
+            let m = a - n;
+            ((k + 1) * n + m, self.flow[k][m * n + i])
+        } else {
+            (0, 0.0)
+        }
+    }
+
+    fn push(&mut self, u: usize, a: usize, amount: f64) {
+        let n = self.n;
+        let (k, i) = (u / n, u % n);
+        match a < n {
+            true => self.flow[k - 1][i * n + a] += amount,
+            false => self.flow[k][(a - n) * n + i] -= amount,
+        }
+    }
+
+    /// Breadth-first levels from `sources`; whether the target is reachable.
+    fn levels(&mut self, sources: &[usize]) -> bool {
+        self.level.fill(UNSEEN);
+        let mut queue = sources.to_vec();
+        for &s in sources {
+            self.level[s] = 0;
+        }
+        let mut depth = UNSEEN;
+        let mut head = 0;
+        while head < queue.len() {
+            let u = queue[head];
+            head += 1;
+            if self.level[u] >= depth {
+                break;
+            }
+            for a in 0..2 * self.n {
+                self.scans += 1;
+                let (v, residual) = self.arc(u, a);
+                if residual > EPS && self.level[v] == UNSEEN {
+                    self.level[v] = self.level[u] + 1;
+                    if v == self.target {
+                        depth = self.level[v];
+                    }
+                    queue.push(v);
+                }
+            }
+        }
+        depth != UNSEEN
+    }
+
+    fn search(&mut self, u: usize, limit: f64) -> f64 {
+        if u == self.target {
+            return limit;
+        }
+        let mut sent = 0.0;
+        while self.cursor[u] < 2 * self.n {
+            let a = self.cursor[u];
+            let (v, residual) = self.arc(u, a);
+            let onward = v == self.target || self.level[v] < self.level[self.target];
+            if residual > EPS && self.level[v] == self.level[u] + 1 && onward {
+                self.steps += 1;
+                let got = self.search(v, (limit - sent).min(residual));
+                if got > 0.0 {
+                    self.push(u, a, got);
+                    sent += got;
+                }
+                if limit - sent <= EPS {
+                    return sent;
+                }
+            }
+            self.cursor[u] += 1;
+        }
+        sent
+    }
+
+    /// Augments to a maximum flow from `sources` into the sink; returns what enters it.
+    fn solve(&mut self, sources: &[usize]) -> f64 {
+        self.augment(sources, f64::INFINITY);
+        self.entering(self.sink)
+    }
+
+    /// Augments from `sources` into the target until `limit` or a maximum; returns the
+    /// amount.
+    fn augment(&mut self, sources: &[usize], limit: f64) -> f64 {
+        let mut sent = 0.0;
+        while limit - sent > EPS && self.levels(sources) {
+            self.cursor.fill(0);
+            for &s in sources {
+                sent += self.search(s, limit - sent);
+            }
+        }
+        sent
+    }
+
+    /// What enters `(0, i)`.
+    fn entering(&self, i: usize) -> f64 {
+        (0..self.n).map(|m| self.flow[0][m * self.n + i]).sum()
+    }
+
+    /// Takes `amount` off what enters `(k, i)`, back along the arcs that carry it up to the
+    /// source; returns what was taken.
+    fn withdraw_up(&mut self, k: usize, i: usize, amount: f64) -> f64 {
+        if k == self.top {
+            return amount;
+        }
+        self.withdraw(k, i, amount, true)
+    }
+
+    /// Takes `amount` off what leaves `(k, i)`, down along the arcs that carry it to the
+    /// sink; returns what was taken.
+    fn withdraw_down(&mut self, k: usize, i: usize, amount: f64) -> f64 {
+        if k == 0 {
+            return amount;
+        }
+        self.withdraw(k, i, amount, false)
+    }
+
+    fn withdraw(&mut self, k: usize, i: usize, mut amount: f64, up: bool) -> f64 {
+        let n = self.n;
+        let mut taken = 0.0;
+        for m in 0..n {
+            if amount <= 0.0 {
+                break;
+            }
+            let (layer, slot) = match up {
+                true => (k, m * n + i),
+                false => (k - 1, i * n + m),
+            };
+            let carried = self.flow[layer][slot];
+            if carried > 0.0 {
+                self.steps += 1;
+                let want = carried.min(amount);
+                let got = match up {
+                    true => self.withdraw_up(k + 1, m, want),
+                    false => self.withdraw_down(k - 1, m, want),
+                };
+                self.flow[layer][slot] -= got;
+                amount -= got;
+                taken += got;
+            }
+        }
+        taken
+    }
+}
+
+/// The maximum flow from `(top, source)` into `sink`, started from the maximum flow one
+/// layer down: that flow fed down the straight arc, what the arc cannot carry withdrawn,
+/// or with `reroute` first moved where it can onto paths from the new source that take over
+/// what `(top - 1, source)` sends (a search from the new source to that node).
+fn from_below<'a>(
+    caps: &'a [Vec<f64>],
+    top: usize,
+    source: usize,
+    sink: usize,
+    reroute: bool,
+) -> Net<'a> {
+    let n = (caps[0].len() as f64).sqrt() as usize;
+    let mut below = Net::new(caps, top - 1, sink);
+    let value = below.solve(&[(top - 1) * n + source]);
+    let mut net = Net::new(caps, top, sink);
+    net.flow[..top - 1].clone_from_slice(&below.flow);
+    let through = value.min(caps[top - 1][source * n + source]);
+    net.flow[top - 1][source * n + source] = through;
+    let mut excess = value - through;
+    if excess > 0.0 && reroute {
+        net.target = (top - 1) * n + source;
+        excess -= net.augment(&[top * n + source], excess);
+        net.target = sink;
+    }
+    if excess > 0.0 {
+        net.withdraw_down(top - 1, source, excess);
+    }
+    net.solve(&[top * n + source]);
+    net
+}
+
+/// Steps and scans, summed.
+#[derive(Default)]
+struct Work(u64, u64);
+
+impl Work {
+    fn add(&mut self, steps: u64, scans: u64) {
+        self.0 += steps;
+        self.1 += scans;
+    }
+}
+
+impl std::fmt::Display for Work {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{} steps, {} scans", self.0, self.1)
+    }
+}
+
+fn sinks(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = (caps[0].len() as f64).sqrt() as usize;
+    let (mut cold, mut below, mut beside) = (Work::default(), Work::default(), Work::default());
+    let mut worst = 0.0f64;
+    let mut chain = Net::new(caps, top, 0);
+    for sink in 0..n {
+        let mut net = Net::new(caps, top, sink);
+        let want = net.solve(&[top * n + source]);
+        cold.add(net.steps, net.scans);
+        let net = from_below(caps, top, source, sink, false);
+        below.add(net.steps, net.scans);
+        worst = worst.max((net.entering(sink) - want).abs());
+        let (steps, scans) = (chain.steps, chain.scans);
+        let before = chain.sink;
+        (chain.sink, chain.target) = (sink, sink);
+        let got = match sink {
+            0 => chain.solve(&[top * n + source]),
+            _ => {
+                chain.solve(&[top * n + source, before]);
+                let left = chain.entering(before);
+                chain.withdraw_up(0, before, left);
+                chain.solve(&[top * n + source])
+            }
+        };
+        beside.add(chain.steps - steps, chain.scans - scans);
+        worst = worst.max((got - want).abs());
+    }
+    println!("cold: {cold}\nfrom below: {below}\nfrom the sink before: {beside}");
+    println!("largest difference from cold: {worst:e}");
+}
+
+fn sources(caps: &[Vec<f64>], top: usize) {
+    let n = (caps[0].len() as f64).sqrt() as usize;
+    let (mut cold, mut below, mut beside) = (Work::default(), Work::default(), Work::default());
+    let mut worst = 0.0f64;
+    for sink in [0, 17, 60, 100].into_iter().filter(|&j| j < n) {
+        let mut chain = Net::new(caps, top, sink);
+        for source in 0..n {
+            let mut net = Net::new(caps, top, sink);
+            let want = net.solve(&[top * n + source]);
+            cold.add(net.steps, net.scans);
+            let net = from_below(caps, top, source, sink, false);
+            below.add(net.steps, net.scans);
+            worst = worst.max((net.entering(sink) - want).abs());
+            let (steps, scans) = (chain.steps, chain.scans);
+            if source > 0 {
+                let before = source - 1;
+                for m in 0..n {
+                    let sent = std::mem::take(&mut chain.flow[top - 1][before * n + m]);
+                    let kept = sent.min(caps[top - 1][source * n + m]);
+                    chain.flow[top - 1][source * n + m] = kept;
+                    if sent > kept {
+                        chain.withdraw_down(top - 1, m, sent - kept);
+                    }
+                }
+            }
+            let got = chain.solve(&[top * n + source]);
+            beside.add(chain.steps - steps, chain.scans - scans);
+            worst = worst.max((got - want).abs());
+        }
+    }
+    println!("cold: {cold}\nfrom below: {below}\nfrom the source before: {beside}");
+    println!("largest difference from cold: {worst:e}");
+}
+
+fn reroute(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = (caps[0].len() as f64).sqrt() as usize;
+    let (mut withdrawn, mut rerouted) = (Work::default(), Work::default());
+    let mut worst = 0.0f64;
+    for sink in 0..n {
+        let a = from_below(caps, top, source, sink, false);
+        let b = from_below(caps, top, source, sink, true);
+        withdrawn.add(a.steps, a.scans);
+        rerouted.add(b.steps, b.scans);
+        worst = worst.max((a.entering(sink) - b.entering(sink)).abs());
+    }
+    println!("from below, the excess withdrawn: {withdrawn}\nrerouted first: {rerouted}");
+    println!("largest difference: {worst:e}");
+}
+
+/// `Σ_m min(a_m, c[m][·])` for every column, given `a`: what can pass one layer.
+fn spread(a: &[f64], c: &[f64], n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; n];
+    for (m, &a) in a.iter().enumerate().filter(|(_, a)| **a > 0.0) {
+        for (o, &c) in out.iter_mut().zip(&c[m * n..(m + 1) * n]) {
+            *o += a.min(c);
+        }
+    }
+    out
+}
+
+fn bounds(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = (caps[0].len() as f64).sqrt() as usize;
+    // reach[k][m]: at most what can reach (k, m) from the source.
+    let mut reach = vec![Vec::new(); top];
+    reach[top - 1] = caps[top - 1][source * n..(source + 1) * n].to_vec();
+    for k in (1..top - 1).rev() {
+        reach[k] = spread(&reach[k + 1], &caps[k], n);
+    }
+    let close = |bound: f64, flow: f64| bound - flow <= 1e-13 * bound;
+    let (mut engine, mut best, mut above_engine, mut above_best) = (0, 0, 0.0, 0.0);
+    // Per layer k, the flows whose least bound is at k (the top: `drain` of the source).
+    let mut argmin = vec![0; top + 1];
+    for sink in 0..n {
+        // drain[k][m]: at most what can leave (k, m) for the sink.
+        let mut drain = vec![Vec::new(); top + 1];
+        drain[1] = (0..n).map(|m| caps[0][m * n + sink]).collect();
+        for k in 2..=top {
+            drain[k] = (0..n)
+                .map(|m| {
+                    (0..n)
+                        .map(|p| caps[k - 1][m * n + p].min(drain[k - 1][p]))
+                        .sum()
+                })
+                .collect();
+        }
+        let flow = Net::new(caps, top, sink).solve(&[top * n + source]);
+        let at = |k: usize| -> f64 { (0..n).map(|m| reach[k][m].min(drain[k][m])).sum() };
+        let first = at(1).min(1.0);
+        let mut least = (drain[top][source].min(1.0), top);
+        for k in 1..top {
+            if at(k) < least.0 {
+                least = (at(k), k);
+            }
+        }
+        let (least, k) = least;
+        argmin[k] += 1;
+        engine += close(first, flow) as usize;
+        best += close(least, flow) as usize;
+        above_engine += first / flow - 1.0;
+        above_best += least / flow - 1.0;
+    }
+    let mean = |x: f64| 100.0 * x / n as f64;
+    println!(
+        "equal to the flow: engine's bound {engine} of {n} (mean {:.1}% above), least over layers {best} (mean {:.1}% above)",
+        mean(above_engine),
+        mean(above_best)
+    );
+    let at: Vec<String> = (1..=top)
+        .filter(|&k| argmin[k] > 0)
+        .map(|k| format!("layer {k}: {}", argmin[k]))
+        .collect();
+    println!("the least bound at {}", at.join(", "));
+}
+
+/// The stack's layers, heads averaged, residual added, rows renormalised.
+fn read(path: &str) -> Vec<Vec<f64>> {
+    let bytes = std::fs::read(path).expect("a readable .npy file");
+    assert!(
+        bytes.starts_with(b"\x93NUMPY") && bytes[6] == 1,
+        "a version 1 .npy file"
+    );
+    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = std::str::from_utf8(&bytes[10..10 + header_len]).expect("a text header");
+    assert!(
+        header.contains("'<f4'") && header.contains("False"),
+        "float32, C order"
+    );
+    let inside = header.split(['(', ')']).nth(1).expect("a shape");
+    let shape: Vec<usize> = inside
+        .split(',')
+        .filter_map(|d| d.trim().parse().ok())
+        .collect();
+    let [layers, heads, n, _] = shape[..] else {
+        panic!("a [layers, heads, n, n] stack")
+    };
+    let values: Vec<f64> = bytes[10 + header_len..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+        .collect();
+    (0..layers)
+        .map(|l| {
+            let mut fused = vec![0.0; n * n];
+            for h in 0..heads {
+                let head = &values[(l * heads + h) * n * n..][..n * n];
+                for (f, v) in fused.iter_mut().zip(head) {
+                    *f += v / heads as f64;
+                }
+            }
+            for (i, row) in fused.chunks_exact_mut(n).enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = 0.5 * *v + if i == j { 0.5 } else { 0.0 };
+                }
+                let sum: f64 = row.iter().sum();
+                row.iter_mut().for_each(|v| *v /= sum);
+            }
+            fused
+        })
+        .collect()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, path, position, layer, mode] = &args[..] else {
+        eprintln!("usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute");
+        std::process::exit(2);
+    };
+    let caps = read(path);
+    let (position, top): (usize, usize) = (position.parse().unwrap(), layer.parse().unwrap());
+    assert!(
+        (3..=caps.len()).contains(&top),
+        "LAYER from 3 to the stack's layers"
+    );
+    let started = Instant::now();
+    match mode.as_str() {
+        "sinks" => sinks(&caps, top, position),
+        "sources" => sources(&caps, top),
+        "bounds" => bounds(&caps, top, position),
+        "reroute" => reroute(&caps, top, position),
+        _ => panic!("MODE: sinks, sources, bounds or reroute"),
+    }
+    eprintln!("{:.1} s", started.elapsed().as_secs_f64());
+}
