@@ -270,18 +270,53 @@ impl std::fmt::Display for Work {
     }
 }
 
-fn sinks(caps: &[Vec<f64>], top: usize, source: usize) {
-    let n = (caps[0].len() as f64).sqrt() as usize;
-    let (mut cold, mut below, mut beside) = (Work::default(), Work::default(), Work::default());
-    let mut worst = 0.0f64;
-    let mut chain = Net::new(caps, top, 0);
-    for sink in 0..n {
+/// The work of three starts for the same flows, and the largest difference from the cold
+/// flows.
+#[derive(Default)]
+struct Tally {
+    cold: Work,
+    below: Work,
+    other: Work,
+    worst: f64,
+}
+
+impl Tally {
+    /// Solves the flow from `(top, source)` into `sink` from none and from below; returns it.
+    fn cold_and_below(&mut self, caps: &[Vec<f64>], top: usize, source: usize, sink: usize) -> f64 {
+        let n = (caps[0].len() as f64).sqrt() as usize;
         let mut net = Net::new(caps, top, sink);
         let want = net.solve(&[top * n + source]);
-        cold.add(net.steps, net.scans);
+        self.cold.add(net.steps, net.scans);
         let net = from_below(caps, top, source, sink, false);
-        below.add(net.steps, net.scans);
-        worst = worst.max((net.entering(sink) - want).abs());
+        self.below.add(net.steps, net.scans);
+        self.worst = self.worst.max((net.entering(sink) - want).abs());
+        want
+    }
+
+    /// The other start reached `got` for `want` with this work.
+    fn other(&mut self, steps: u64, scans: u64, got: f64, want: f64) {
+        self.other.add(steps, scans);
+        self.worst = self.worst.max((got - want).abs());
+    }
+
+    fn print(&self, other: &str) {
+        let Tally {
+            cold,
+            below,
+            other: work,
+            worst,
+        } = self;
+        println!("cold: {cold}\nfrom below: {below}\nfrom {other}: {work}");
+        println!("largest difference from cold: {worst:e}");
+    }
+}
+
+fn sinks(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = (caps[0].len() as f64).sqrt() as usize;
+    let mut tally = Tally::default();
+    let mut chain = Net::new(caps, top, 0);
+    for sink in 0..n {
+        let want = tally.cold_and_below(caps, top, source, sink);
         let (steps, scans) = (chain.steps, chain.scans);
         let before = chain.sink;
         (chain.sink, chain.target) = (sink, sink);
@@ -294,26 +329,18 @@ fn sinks(caps: &[Vec<f64>], top: usize, source: usize) {
                 chain.solve(&[top * n + source])
             }
         };
-        beside.add(chain.steps - steps, chain.scans - scans);
-        worst = worst.max((got - want).abs());
+        tally.other(chain.steps - steps, chain.scans - scans, got, want);
     }
-    println!("cold: {cold}\nfrom below: {below}\nfrom the sink before: {beside}");
-    println!("largest difference from cold: {worst:e}");
+    tally.print("the sink before");
 }
 
 fn sources(caps: &[Vec<f64>], top: usize) {
     let n = (caps[0].len() as f64).sqrt() as usize;
-    let (mut cold, mut below, mut beside) = (Work::default(), Work::default(), Work::default());
-    let mut worst = 0.0f64;
+    let mut tally = Tally::default();
     for sink in [0, 17, 60, 100].into_iter().filter(|&j| j < n) {
         let mut chain = Net::new(caps, top, sink);
         for source in 0..n {
-            let mut net = Net::new(caps, top, sink);
-            let want = net.solve(&[top * n + source]);
-            cold.add(net.steps, net.scans);
-            let net = from_below(caps, top, source, sink, false);
-            below.add(net.steps, net.scans);
-            worst = worst.max((net.entering(sink) - want).abs());
+            let want = tally.cold_and_below(caps, top, source, sink);
             let (steps, scans) = (chain.steps, chain.scans);
             if source > 0 {
                 let before = source - 1;
@@ -327,12 +354,10 @@ fn sources(caps: &[Vec<f64>], top: usize) {
                 }
             }
             let got = chain.solve(&[top * n + source]);
-            beside.add(chain.steps - steps, chain.scans - scans);
-            worst = worst.max((got - want).abs());
+            tally.other(chain.steps - steps, chain.scans - scans, got, want);
         }
     }
-    println!("cold: {cold}\nfrom below: {below}\nfrom the source before: {beside}");
-    println!("largest difference from cold: {worst:e}");
+    tally.print("the source before");
 }
 
 fn reroute(caps: &[Vec<f64>], top: usize, source: usize) {
