@@ -53,7 +53,7 @@ struct Net<'a> {
 
 impl<'a> Net<'a> {
     fn new(caps: &'a [Vec<f64>], top: usize, sink: usize) -> Self {
-        let n = (caps[0].len() as f64).sqrt() as usize;
+        let n = positions(caps);
         let nodes = (top + 1) * n;
         Net {
             n,
@@ -233,7 +233,7 @@ fn from_below<'a>(
     sink: usize,
     reroute: bool,
 ) -> Net<'a> {
-    let n = (caps[0].len() as f64).sqrt() as usize;
+    let n = positions(caps);
     let mut below = Net::new(caps, top - 1, sink);
     let value = below.solve(&[(top - 1) * n + source]);
     let mut net = Net::new(caps, top, sink);
@@ -251,6 +251,11 @@ fn from_below<'a>(
     }
     net.solve(&[top * n + source]);
     net
+}
+
+/// The positions of the layers `caps` (each `n × n`, row-major).
+fn positions(caps: &[Vec<f64>]) -> usize {
+    (caps[0].len() as f64).sqrt() as usize
 }
 
 /// Steps and scans, summed.
@@ -283,7 +288,7 @@ struct Tally {
 impl Tally {
     /// Solves the flow from `(top, source)` into `sink` from none and from below; returns it.
     fn cold_and_below(&mut self, caps: &[Vec<f64>], top: usize, source: usize, sink: usize) -> f64 {
-        let n = (caps[0].len() as f64).sqrt() as usize;
+        let n = positions(caps);
         let mut net = Net::new(caps, top, sink);
         let want = net.solve(&[top * n + source]);
         self.cold.add(net.steps, net.scans);
@@ -312,7 +317,7 @@ impl Tally {
 }
 
 fn sinks(caps: &[Vec<f64>], top: usize, source: usize) {
-    let n = (caps[0].len() as f64).sqrt() as usize;
+    let n = positions(caps);
     let mut tally = Tally::default();
     let mut chain = Net::new(caps, top, 0);
     for sink in 0..n {
@@ -335,7 +340,7 @@ fn sinks(caps: &[Vec<f64>], top: usize, source: usize) {
 }
 
 fn sources(caps: &[Vec<f64>], top: usize) {
-    let n = (caps[0].len() as f64).sqrt() as usize;
+    let n = positions(caps);
     let mut tally = Tally::default();
     for sink in [0, 17, 60, 100].into_iter().filter(|&j| j < n) {
         let mut chain = Net::new(caps, top, sink);
@@ -361,7 +366,7 @@ fn sources(caps: &[Vec<f64>], top: usize) {
 }
 
 fn reroute(caps: &[Vec<f64>], top: usize, source: usize) {
-    let n = (caps[0].len() as f64).sqrt() as usize;
+    let n = positions(caps);
     let (mut withdrawn, mut rerouted) = (Work::default(), Work::default());
     let mut worst = 0.0f64;
     for sink in 0..n {
@@ -387,7 +392,7 @@ fn spread(a: &[f64], c: &[f64], n: usize) -> Vec<f64> {
 }
 
 fn bounds(caps: &[Vec<f64>], top: usize, source: usize) {
-    let n = (caps[0].len() as f64).sqrt() as usize;
+    let n = positions(caps);
     // reach[k][m]: at most what can reach (k, m) from the source.
     let mut reach = vec![Vec::new(); top];
     reach[top - 1] = caps[top - 1][source * n..(source + 1) * n].to_vec();
@@ -416,8 +421,9 @@ fn bounds(caps: &[Vec<f64>], top: usize, source: usize) {
         let first = at(1).min(1.0);
         let mut least = (drain[top][source].min(1.0), top);
         for k in 1..top {
-            if at(k) < least.0 {
-                least = (at(k), k);
+            let bound = at(k);
+            if bound < least.0 {
+                least = (bound, k);
             }
         }
         let (least, k) = least;
