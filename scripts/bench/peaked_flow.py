@@ -12,7 +12,11 @@ Stacks (float32 .npy, made here once into DIR, reused):
 - bertbase-qk8-n128: a bert-base-shaped model with random weights (seed 0) whose query and key
   weights are scaled by 8, as scripts/gpu_check.py makes it;
 - iglm-L12-n{128,500}: a real GPT-2 decoder (iglm, 4 layers tiled 3 times) on a protein:
-  lower-triangular rows with most of their weight on position 0 (an attention sink).
+  lower-triangular rows with most of their weight on position 0 (an attention sink);
+- minilm-L12-n128-t{1,8}-q{0,8,64,1024,65536}: the minilm stack's heads averaged into one (the
+  engine's own first step, so the flows are the same), and each row rounded to multiples of 1/q
+  (largest remainders, so that it still sums to 1; q0: not rounded): at most 2q + 2 distinct
+  capacities once the residual is added. Rounding to few values also zeroes the small weights.
 
 A run is the whole process `bert-explain --attention FILE --target P --json`. The first
 engine's runs are stopped at max(5 s, 2 × the new engine's time at that position), which
@@ -48,11 +52,14 @@ def stack_names():
     names = [f"minilm-L{l}-n{n}-t{t}" for n in (128, 512) for l in (6, 12) for t in (1, 2, 4, 8)]
     names += [f"random-s{s}" for s in (1, 2, 4)]
     names += ["bertbase-qk8-n128", "iglm-L12-n128", "iglm-L12-n500"]
+    names += [f"minilm-L12-n128-t{t}-q{q}" for t in (1, 8) for q in (0, 8, 64, 1024, 65536)]
     return names
 
 
 def baseline_of(name):
     """The unsharpened stack of the same size, or None when the stack is its own."""
+    if "-q" in name:
+        return None if name.endswith("-q0") else name.rsplit("-q", 1)[0] + "-q0"
     if name.startswith("minilm-") and not name.endswith("-t1"):
         return name.rsplit("-t", 1)[0] + "-t1"
     if name.startswith("random-") and name != "random-s1":
@@ -70,6 +77,20 @@ if kind == "minilm":
     src, t = sys.argv[3], float(sys.argv[4])
     a = np.load(src)
     np.save(out, (sharpen(a, t) if t != 1 else a).astype(np.float32))
+elif kind == "rounded":
+    src, t, q = sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+    a = np.load(src).astype(np.float64)
+    a = (sharpen(a, t) if t != 1 else a).mean(1, keepdims=True)
+    if q:
+        scaled = a * q
+        units = np.floor(scaled)
+        short = (q - units.sum(-1, keepdims=True)).astype(np.int64)
+        # One more unit to each of the `short` largest remainders of the row.
+        order = np.argsort(-(scaled - units), axis=-1, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(a.shape[-1]), axis=-1)
+        a = (units + (rank < short)) / q
+    np.save(out, a.astype(np.float32))
 elif kind == "random":
     s = float(sys.argv[3])
     rng = np.random.default_rng(128)
@@ -105,7 +126,11 @@ def make(name, folder, python):
     path = folder / f"{name}.npy"
     if path.exists():
         return path
-    if name.startswith("minilm-"):
+    if name.startswith("minilm-") and "-q" in name:
+        _, layers, n, t, q = name.split("-")
+        source = make(f"minilm-{layers}-{n}-t1", folder, python)
+        args = ["rounded", str(path), str(source), t[1:], q[1:]]
+    elif name.startswith("minilm-"):
         _, layers, n, t = name.split("-")
         source = folder / f"minilm-{layers}-{n}.npy"
         if not source.exists():
