@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One searched flow, the engine beside two established max-flow codes (issue 31): is a peaked
-flow slow because the engine searches slowly, or because the problem is large?
+flow slow because the engine searches slowly, or because the problem is harder?
 
 Each problem is the maximum flow from (LAYER, SOURCE) to (0, sink) on a stack's fused,
 residual-augmented layers (heads averaged, 0.5 A + 0.5 I, rows renormalised: SPEC §1), solved
@@ -21,8 +21,8 @@ zero). Needs numpy, PyMaxflow and ortools in their own environment:
     .venv-maxflow/bin/python scripts/bench/other_maxflow.py STACK.npy LAYER SOURCE SINK[,...] [RUNS]
 
 Prints a markdown table: each code's milliseconds (the median of RUNS runs, 3 unless given), one
-thread each, and how far the other two's
-flows lie from the engine's (OR-tools' by up to 2^-41 per arc of the cut, from its rounding).
+thread each, and how far the other two's flows lie from the engine's (OR-tools' by up to 2^-41
+per arc of the cut, from its rounding).
 """
 
 import os

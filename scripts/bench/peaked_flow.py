@@ -36,6 +36,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -56,9 +57,14 @@ def stack_names():
     return names
 
 
+def rounded(name):
+    """Whether the stack is one of the rounded ones (`-q…`)."""
+    return name.startswith("minilm-") and re.search(r"-q\d+$", name) is not None
+
+
 def baseline_of(name):
     """The unsharpened stack of the same size, or None when the stack is its own."""
-    if "-q" in name:
+    if rounded(name):
         return None if name.endswith("-q0") else name.rsplit("-q", 1)[0] + "-q0"
     if name.startswith("minilm-") and not name.endswith("-t1"):
         return name.rsplit("-t", 1)[0] + "-t1"
@@ -126,7 +132,7 @@ def make(name, folder, python):
     path = folder / f"{name}.npy"
     if path.exists():
         return path
-    if name.startswith("minilm-") and "-q" in name:
+    if rounded(name):
         _, layers, n, t, q = name.split("-")
         source = make(f"minilm-{layers}-{n}-t1", folder, python)
         args = ["rounded", str(path), str(source), t[1:], q[1:]]
