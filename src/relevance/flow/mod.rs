@@ -716,22 +716,21 @@ mod tests {
             let source = n - 1 - trial % 2;
             let climbed = flow(&caps, source);
             for l in 1..=layers {
+                let close = |got: f64, want: f64| {
+                    assert!(
+                        (got - want).abs() < 1e-12,
+                        "trial {trial}, layer {l}: {got} vs {want}"
+                    )
+                };
                 let dense = dense_graph(&caps[..l], n);
                 let expected: Vec<f64> = (0..n)
                     .map(|sink| edmonds_karp(&dense, l * n + source, sink))
                     .collect();
-                for (sink, want) in expected.iter().enumerate() {
-                    let got = max_flow(&caps[..l], source, sink);
-                    assert!(
-                        (got - want).abs() < 1e-12,
-                        "trial {trial}, layer {l}: {got} vs {want}"
-                    );
+                for (sink, &want) in expected.iter().enumerate() {
+                    close(max_flow(&caps[..l], source, sink), want);
                 }
-                for (got, want) in climbed[l - 1].iter().zip(normalise(&expected)) {
-                    assert!(
-                        (got - want).abs() < 1e-12,
-                        "trial {trial}, layer {l}: {got} vs {want}"
-                    );
+                for (&got, want) in climbed[l - 1].iter().zip(normalise(&expected)) {
+                    close(got, want);
                 }
             }
         }
