@@ -161,7 +161,13 @@ fn climb_from(
 /// `(l, source)`: a minimum cut of the problem below, with the new source on its side, is
 /// crossed by the new source's arcs into every other position as well.
 fn cut_above(below: Settled, weights: &[f64], source: usize) -> f64 {
-    let sideways: f64 = weights.iter().sum::<f64>() - weights[source];
+    // Summed apart from the source's own arc: the row's sum less that arc, near 1 less
+    // near 1 on a row that keeps almost everything, would lose the sideways capacity's
+    // digits, and a bound a few roundings low stops a search short of the maximum.
+    let sideways: f64 = (weights.iter().enumerate())
+        .filter(|&(m, _)| m != source)
+        .map(|(_, w)| w)
+        .sum();
     below.upper + sideways
 }
 
@@ -346,12 +352,14 @@ pub fn max_flow(capacities: &[impl AsLayer], source: usize, sink: usize) -> f64 
         layers @ (1 | 2) => first_layers(&graph, layers, source, sink, &mut Vec::new()).value,
         layers => WORKSPACE.with(|work| {
             let work = &mut work.borrow_mut();
+            // The bound also sets the search's zero (network.rs): the nearer, the finer.
+            let bound = upper_bounds(&capacities, source)[sink];
             let found = solve(
                 &graph,
                 layers,
                 source,
                 sink,
-                f64::INFINITY,
+                bound,
                 Start::Empty,
                 None,
                 work,

@@ -12,9 +12,15 @@ use super::stats::{self, Search, Settlement};
 use super::workspace::{first_in_chain, Frame, Workspace, UNSEEN};
 use crate::attention::{Layer, Matrix};
 
-/// Residual capacities at or below this count as zero. Attention weights lie in [0, 1], so
-/// this is far below anything meaningful and far above f64 rounding of a few additions.
-pub const EPS: f64 = 1e-14;
+/// Capacities and residual capacities at or below this share of a problem's upper bound on
+/// its flow count as zero, so the flow a search leaves behind is at most this share of the
+/// bound for each arc its last cut crosses, however small the flow. A fixed zero of 1e-14
+/// left 2e-9 of the smallest entries unfound on peaked rows (thousands of narrow arcs in a
+/// cut); at this one they lie within 3e-15 of exact rational arithmetic (tests/flow_exact.rs,
+/// scripts/bench/exact_flow.py). Rounding leaves residues of about 1e-17 of a full arc's
+/// capacity, which a search may send on when its bound is small: paths of rounding size,
+/// harmless (what it costs: README Speed).
+const ZERO: f64 = 1e-17;
 
 /// The capacities of a layered attention graph: `layers[k]` (`n × n`) holds the capacity
 /// of each edge `(k + 1, i) → (k, j)`. Besides the rows, which scans read in order, it keeps
@@ -160,8 +166,10 @@ pub fn solve(
         true => known_bound.min(out_of_source),
         false => out_of_source.min(sink_column.iter().sum()),
     };
+    let zero = ZERO * bound;
     let mut dinic = Dinic {
         graph,
+        zero,
         rows,
         sink_column,
         work,
@@ -185,11 +193,11 @@ pub fn solve(
         dinic.work.bury(layers - 1, source);
     }
     let mut total = held;
-    if bound - total > EPS {
+    if bound - total > zero {
         total += dinic.first_phase(bound - total);
     }
     let mut phases = 1;
-    while bound - total > EPS {
+    while bound - total > zero {
         phases += 1;
         let Some(depth) = dinic.levels() else { break };
         total += dinic.blocking_flow(depth, bound - total);
@@ -210,7 +218,7 @@ pub fn solve(
         })
     });
     // Stopped on reaching the bound, or with no path left: then the flow is the maximum.
-    match bound - total <= EPS {
+    match bound - total <= zero {
         true => Settled::searched(total, bound),
         false => Settled::exact(total),
     }
@@ -308,6 +316,8 @@ struct Dinic<'a, 'w> {
     untouched_from: usize,
     /// The frames the depth-first searches took, for [`stats`].
     steps: u64,
+    /// Residual capacities at or below this count as zero ([`ZERO`]).
+    zero: f64,
 }
 
 impl Dinic<'_, '_> {
@@ -331,6 +341,7 @@ impl Dinic<'_, '_> {
     /// visits only the nodes of the next layer not reached yet; afterwards the chains hold
     /// the nodes below the sink's level, for the phase's search.
     fn levels(&mut self) -> Option<u32> {
+        let zero = self.zero;
         let n = self.n;
         let top = self.top;
         let w = &mut *self.work;
@@ -355,14 +366,14 @@ impl Dinic<'_, '_> {
                 let end = self.graph.ends[k - 1][i] as usize;
                 let mut j = w.chained_from(k - 1, 0);
                 while j < end {
-                    if caps[j] - w.flow_on(k - 1, i, j) > EPS {
+                    if caps[j] - w.flow_on(k - 1, i, j) > zero {
                         w.reach(k - 1, j, here + 1);
                     }
                     j = w.chained_from(k - 1, j + 1);
                 }
             } else if k == 1
                 && w.level[sink] == UNSEEN
-                && self.sink_column[i] - w.into_sink[0][i] > EPS
+                && self.sink_column[i] - w.into_sink[0][i] > zero
             {
                 w.level[sink] = here + 1;
                 depth = here + 1;
@@ -370,12 +381,12 @@ impl Dinic<'_, '_> {
             // Edges back up into the source's layer lead only to the source itself, and
             // none need reading once every node of the layer above is reached.
             if k + 1 < top && w.chained_from(k + 1, 0) < n {
-                if w.level[u + n] == UNSEEN && w.straight[k][i] > EPS {
+                if w.level[u + n] == UNSEEN && w.straight[k][i] > zero {
                     w.reach(k + 1, i, here + 1);
                 }
                 for p in 0..w.senders[u].len() {
                     let j = w.senders[u][p] as usize;
-                    if w.level[(k + 1) * n + j] == UNSEEN && w.flow_on(k, j, i) > EPS {
+                    if w.level[(k + 1) * n + j] == UNSEEN && w.flow_on(k, j, i) > zero {
                         w.reach(k + 1, j, here + 1);
                     }
                 }
@@ -396,6 +407,7 @@ impl Dinic<'_, '_> {
     /// into as many arcs as it takes, so a path's prefix is shared by every augmentation
     /// that branches below it, and each arc is updated once per return, not once per path.
     fn blocking_flow(&mut self, depth: u32, limit: f64) -> f64 {
+        let zero = self.zero;
         let nodes = (self.top + 1) * self.n;
         self.work.cursor[..nodes].fill(0);
         self.work.in_bucket[..nodes].fill(0);
@@ -416,7 +428,7 @@ impl Dinic<'_, '_> {
             let (u, k) = (frame.node, frame.layer);
             let arriving = if u == sink {
                 Some(frame.limit)
-            } else if frame.limit - frame.sent <= EPS {
+            } else if frame.limit - frame.sent <= zero {
                 Some(frame.sent)
             } else {
                 match self.admissible(u, k, depth) {
@@ -447,7 +459,7 @@ impl Dinic<'_, '_> {
             if amount > 0.0 {
                 let arc = self.work.cursor[parent.node] as usize;
                 parent.sent += amount;
-                if self.send(parent.node, parent.layer, arc, amount) <= EPS {
+                if self.send(parent.node, parent.layer, arc, amount) <= zero {
                     self.work.cursor[parent.node] += 1;
                 }
             }
@@ -476,6 +488,7 @@ impl Dinic<'_, '_> {
     /// Sends up to `limit` from `(k, i)` down straight paths; returns the amount sent. A node
     /// left with no way down is a dead end for the rest of the phase.
     fn push_down(&mut self, k: usize, i: usize, limit: f64) -> f64 {
+        let zero = self.zero;
         let n = self.n;
         let u = k * n + i;
         let sink = self.sink as usize;
@@ -488,7 +501,7 @@ impl Dinic<'_, '_> {
         for j in first.into_iter().filter(|&j| j < n) {
             if self.work.chained_from(k - 1, j) == j {
                 sent += self.push_through(k, i, j, limit - sent, false);
-                if limit - sent <= EPS {
+                if limit - sent <= zero {
                     return sent;
                 }
             }
@@ -502,7 +515,7 @@ impl Dinic<'_, '_> {
         while j < end {
             let fresh = j > start && j != i && !first.contains(&j) && k >= self.untouched_from;
             sent += self.push_through(k, i, j, limit - sent, fresh);
-            if limit - sent <= EPS {
+            if limit - sent <= zero {
                 // The arc may have room left: the next visit starts on it.
                 self.work.cursor[u] = j as u32;
                 return sent;
@@ -519,12 +532,13 @@ impl Dinic<'_, '_> {
     /// Sends up to `limit` from `(k, i)` through its arc into `(k - 1, j)` and on down;
     /// `fresh` when that arc has carried nothing yet.
     fn push_through(&mut self, k: usize, i: usize, j: usize, limit: f64, fresh: bool) -> f64 {
+        let zero = self.zero;
         self.steps += 1;
         if k == 2 {
             return self.send_to_sink(i, j, limit, fresh);
         }
         let residual = self.residual(k - 1, i, j, fresh);
-        if residual <= EPS {
+        if residual <= zero {
             return 0.0;
         }
         let sent = self.push_down(k - 1, j, limit.min(residual));
@@ -538,19 +552,20 @@ impl Dinic<'_, '_> {
     /// node's only way on is its arc into the sink); returns the amount sent. `(1, m)` is a
     /// dead end once its arc into the sink is full. `fresh` as for [`Self::push_through`].
     fn send_to_sink(&mut self, i: usize, m: usize, limit: f64, fresh: bool) -> f64 {
+        let zero = self.zero;
         let lower = self.sink_column[m] - self.work.into_sink[0][m];
-        if lower <= EPS {
+        if lower <= zero {
             self.work.bury(1, m);
             return 0.0;
         }
         let upper = self.residual(1, i, m, fresh);
-        if upper <= EPS {
+        if upper <= zero {
             return 0.0;
         }
         let amount = limit.min(upper).min(lower);
         self.add(1, i, m, amount, fresh);
         let sink = self.sink as usize;
-        if self.sink_column[m] - self.work.carry(0, m, sink, amount) <= EPS {
+        if self.sink_column[m] - self.work.carry(0, m, sink, amount) <= zero {
             self.work.bury(1, m);
         }
         amount
@@ -598,6 +613,7 @@ impl Dinic<'_, '_> {
     /// `(k + 1, senders[u][p])`. Down scans read only the bucket of the next level, following
     /// its chain.
     fn admissible(&mut self, u: usize, k: usize, depth: u32) -> Option<(usize, usize, f64)> {
+        let zero = self.zero;
         let n = self.n;
         let i = u - k * n;
         let sink = self.sink as usize;
@@ -608,7 +624,7 @@ impl Dinic<'_, '_> {
             if k == 1 {
                 // Layer 1 reaches layer 0 only through the sink.
                 let residual = self.sink_column[i] - w.into_sink[0][i];
-                if arc <= sink && w.level[sink] == next && residual > EPS {
+                if arc <= sink && w.level[sink] == next && residual > zero {
                     w.cursor[u] = sink as u32;
                     return Some((sink, 0, residual));
                 }
@@ -626,7 +642,7 @@ impl Dinic<'_, '_> {
                     let Some(&j) = w.buckets[b].get(p) else { break };
                     let j = j as usize;
                     let residual = caps[j] - w.flow_on(k - 1, i, j);
-                    if residual > EPS {
+                    if residual > zero {
                         w.cursor[u] = j as u32;
                         w.in_bucket[u] = p as u32;
                         return Some(((k - 1) * n + j, k - 1, residual));
@@ -639,7 +655,7 @@ impl Dinic<'_, '_> {
         // Up arcs never reach the sink, and those into the source's layer are useless.
         if next < depth && k + 1 < self.top {
             let f = w.straight[k][i];
-            if arc == n && w.level[u + n] == next && f > EPS {
+            if arc == n && w.level[u + n] == next && f > zero {
                 w.cursor[u] = n as u32;
                 return Some((u + n, k + 1, f));
             }
@@ -649,7 +665,7 @@ impl Dinic<'_, '_> {
                     continue;
                 }
                 let f = w.flow_on(k, j, i);
-                if f > EPS {
+                if f > zero {
                     w.cursor[u] = (n + 1 + p) as u32;
                     return Some(((k + 1) * n + j, k + 1, f));
                 }
