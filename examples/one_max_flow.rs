@@ -1,5 +1,8 @@
-//! Times the flow engine's search on single problems, each from no flow, with no bound, lift
-//! or climb: the maximum flow from `(LAYER, SOURCE)` to `(0, sink)` for each sink given.
+//! Times the flow engine's search on single problems, each from no flow, with no lift or
+//! climb: the maximum flow from `(LAYER, SOURCE)` to `(0, sink)` for each sink given. Since
+//! 2026-11-27 `max_flow` gives the search the upper bound of bounds.rs (its time included),
+//! which sets the search's zero and may spare it the last phase; the runs of
+//! scripts/bench/RESULTS.md before that day had no bound.
 //! scripts/bench/other_maxflow.py runs it beside other max-flow codes on the same problems.
 //!
 //!     cargo run --release --example one_max_flow -- LAYERS.f64 L N LAYER SOURCE SINK[,SINK…]

@@ -4,16 +4,17 @@ flow slow because the engine searches slowly, or because the problem is harder?
 
 Each problem is the maximum flow from (LAYER, SOURCE) to (0, sink) on a stack's fused,
 residual-augmented layers (heads averaged, 0.5 A + 0.5 I, rows renormalised: SPEC §1), solved
-from no flow with no bound, lift or climb:
+from no flow with no lift or climb:
 
-- the engine: `examples/one_max_flow.rs` (its time includes building its copies of the arcs);
+- the engine: `examples/one_max_flow.rs` (its time includes building its copies of the arcs and,
+  since 2026-11-27, the upper bound the search is given; the fifth session's runs had none);
 - Boykov-Kolmogorov: PyMaxflow's GraphFloat (f64; `maxflow()` timed, building excluded);
 - push-relabel: OR-tools' SimpleMaxFlow (int64, capacities times 2^40; `solve` timed, which
   builds its own arc arrays first; in brackets, `solve` into a node no arc enters, which builds
   them and stops at once).
 
-Arcs of capacity at or below 1e-14 are left out for the other two (the engine counts them as
-zero). Needs numpy, PyMaxflow and ortools in their own environment:
+Arcs of capacity at or below 1e-14 are left out for the other two (the engine then counted them
+as zero; since 2026-11-27 its zero is 1e-17 of the problem's upper bound). Needs numpy, PyMaxflow and ortools in their own environment:
 
     python3 -m venv .venv-maxflow
     .venv-maxflow/bin/pip install numpy PyMaxflow==1.3.2 ortools==9.15.6755
