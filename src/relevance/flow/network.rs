@@ -166,7 +166,11 @@ pub fn solve(
         true => known_bound.min(out_of_source),
         false => out_of_source.min(sink_column.iter().sum()),
     };
-    let zero = ZERO * bound;
+    // (A bound that overflowed, on capacities near f64's largest, leaves no zero but 0.)
+    let zero = match bound.is_finite() {
+        true => ZERO * bound,
+        false => 0.0,
+    };
     let mut dinic = Dinic {
         graph,
         zero,
