@@ -5,35 +5,15 @@
 //! that counted them as zero fails here. Every flow, alone, from one position and from every
 //! position, to 1e-13 of itself (each within 1e-14 when written).
 
+mod common;
+
 use bert_explain::attention::Matrix;
 use bert_explain::relevance::{flow, flow_from_every_position, max_flow};
-use serde::Deserialize;
 
 const TOLERANCE: f64 = 1e-13;
 
-#[derive(Deserialize)]
-struct Fixture {
-    /// `[L][n][n]`: Â_1 … Â_L.
-    augmented: Vec<Vec<Vec<f64>>>,
-    /// `[L][n][n]`: the exact maximum flow from `(l + 1, i)` to `(0, j)`, rounded once.
-    max_flow: Vec<Vec<Vec<f64>>>,
-}
-
 fn fixture() -> (Vec<Matrix>, Vec<Vec<Vec<f64>>>) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/flow_exact.json"
-    );
-    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let layers = fixture
-        .augmented
-        .into_iter()
-        .map(|rows| Matrix {
-            n: rows.len(),
-            data: rows.into_iter().flatten().collect(),
-        })
-        .collect();
-    (layers, fixture.max_flow)
+    common::flow::fixture("flow_exact.json")
 }
 
 fn close(got: f64, want: f64, what: &str) {

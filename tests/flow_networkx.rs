@@ -2,35 +2,15 @@
 //! (tests/fixtures/flow_networkx.json, written by scripts/bench/make_flow_fixture.py): every
 //! maximum flow of the reference's `compute_flows`, to 1e-9.
 
+mod common;
+
 use bert_explain::attention::Matrix;
 use bert_explain::relevance::{flow_from_every_position, max_flow};
-use serde::Deserialize;
 
 const TOLERANCE: f64 = 1e-9;
 
-#[derive(Deserialize)]
-struct Fixture {
-    /// `[L][n][n]`: Â_1 … Â_L.
-    augmented: Vec<Vec<Vec<f64>>>,
-    /// `[L][n][n]`: the maximum flow from `(l + 1, i)` to `(0, j)`.
-    max_flow: Vec<Vec<Vec<f64>>>,
-}
-
 fn fixture() -> (Vec<Matrix>, Vec<Vec<Vec<f64>>>) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/flow_networkx.json"
-    );
-    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let layers = fixture
-        .augmented
-        .into_iter()
-        .map(|rows| Matrix {
-            n: rows.len(),
-            data: rows.into_iter().flatten().collect(),
-        })
-        .collect();
-    (layers, fixture.max_flow)
+    common::flow::fixture("flow_networkx.json")
 }
 
 #[test]

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod causal;
+pub mod flow;
 pub mod importance;
 
 use std::path::{Path, PathBuf};
