@@ -17,7 +17,8 @@ the engines wrote (`bert-explain --attention STACK --target POSITION --json > FI
 zero does), to tell apart what that costs from what the search's own rounding does.
 
 Prints, per engine, the largest difference from the exact row: relative to the exact entry,
-relative to the row's largest entry, and absolute (where, and the entry's value). numpy's
+relative to the row's largest entry, and absolute (where, and the entry's value); and how many
+entries it gives where the exact flow is 0. numpy's
 fusion may differ from an engine's in the last bits of a capacity (another order of sums):
 capacities changed by at most r, relative, change every maximum flow by at most r, relative
 (the flow scaled by 1 - r is still a flow; the cut's capacity grows by at most r), so a few
@@ -154,8 +155,9 @@ def main():
     top = max(exact)
     print(f"{stack}, from ({layer}, {position}); exact row largest {float(top):.6e}, smallest {float(min(exact)):.6e}")
     print()
-    print("| engine | to the entry | where (sink, exact value) | to the row's largest | absolute |")
-    print("|---|---|---|---|---|")
+    print("| engine | to the entry | where (sink, exact value) | to the row's largest | absolute "
+          "| not 0 where the exact flow is |")
+    print("|---|---|---|---|---|---|")
     for path in sys.argv[4:]:
         with open(path) as f:
             row = json.load(f)["relevance"]["flow"][layer - 1]
@@ -164,7 +166,8 @@ def main():
         print(
             f"| {path} | {float(diffs[worst] / exact[worst]):.1e} "
             f"| {worst}, {float(exact[worst]):.3e} | {float(max(diffs) / top):.1e} "
-            f"| {float(max(diffs)):.1e} |"
+            f"| {float(max(diffs)):.1e} "
+            f"| {sum(1 for d, e in zip(diffs, exact) if e == 0 and d != 0)} of {exact.count(0)} |"
         )
 
 
