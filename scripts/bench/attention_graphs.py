@@ -1,8 +1,8 @@
 """Seeded random attention stacks and the two Python references for attention flow.
 
-Shared by make_flow_fixture.py and bench.py. Attention is softmax(2·z) per row with z
-standard normal (numpy's PCG64 from the seed), like benches/support/random_attention.rs
-(a different generator, the same distribution).
+Shared by make_flow_fixture.py, bench.py, exact_flow.py and other_maxflow.py. Attention is
+softmax(2·z) per row with z standard normal (numpy's PCG64 from the seed), like
+benches/support/random_attention.rs (a different generator, the same distribution).
 """
 
 import time
@@ -24,6 +24,16 @@ def augment(att):
     mean = att.astype(np.float64).mean(axis=1)
     aug = mean + np.eye(mean.shape[-1])[None]
     return aug / aug.sum(axis=-1, keepdims=True)
+
+
+def fused(stack):
+    """A saved stack's Â as the engine builds it, float64 [L, n, n]: the heads' mean, then
+    0.5 Ā + 0.5 I with rows renormalised (the same Â as augment(), in the engine's order of
+    operations)."""
+    a = np.load(stack).astype(np.float64).mean(axis=1)
+    n = a.shape[1]
+    a = 0.5 * a + 0.5 * np.eye(n)
+    return a / a.sum(axis=2, keepdims=True)
 
 
 def networkx_graph(aug):

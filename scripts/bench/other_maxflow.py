@@ -38,17 +38,12 @@ import maxflow
 import numpy as np
 from ortools.graph.python import max_flow as ortools_max_flow
 
+from attention_graphs import fused
+
 REPO = Path(__file__).resolve().parents[2]
 ENGINE = REPO / "target/release/examples/one_max_flow"
 EPS = 1e-14
 SCALE = 2.0**40
-
-
-def fused(stack):
-    a = np.load(stack).astype(np.float64).mean(axis=1)
-    n = a.shape[1]
-    a = 0.5 * a + 0.5 * np.eye(n)
-    return a / a.sum(axis=2, keepdims=True)
 
 
 def arcs(layers, layer, source, sink):

@@ -345,7 +345,6 @@ impl Dinic<'_, '_> {
     /// visits only the nodes of the next layer not reached yet; afterwards the chains hold
     /// the nodes below the sink's level, for the phase's search.
     fn levels(&mut self) -> Option<u32> {
-        let zero = self.zero;
         let n = self.n;
         let top = self.top;
         let w = &mut *self.work;
@@ -370,14 +369,14 @@ impl Dinic<'_, '_> {
                 let end = self.graph.ends[k - 1][i] as usize;
                 let mut j = w.chained_from(k - 1, 0);
                 while j < end {
-                    if caps[j] - w.flow_on(k - 1, i, j) > zero {
+                    if caps[j] - w.flow_on(k - 1, i, j) > self.zero {
                         w.reach(k - 1, j, here + 1);
                     }
                     j = w.chained_from(k - 1, j + 1);
                 }
             } else if k == 1
                 && w.level[sink] == UNSEEN
-                && self.sink_column[i] - w.into_sink[0][i] > zero
+                && self.sink_column[i] - w.into_sink[0][i] > self.zero
             {
                 w.level[sink] = here + 1;
                 depth = here + 1;
@@ -385,12 +384,12 @@ impl Dinic<'_, '_> {
             // Edges back up into the source's layer lead only to the source itself, and
             // none need reading once every node of the layer above is reached.
             if k + 1 < top && w.chained_from(k + 1, 0) < n {
-                if w.level[u + n] == UNSEEN && w.straight[k][i] > zero {
+                if w.level[u + n] == UNSEEN && w.straight[k][i] > self.zero {
                     w.reach(k + 1, i, here + 1);
                 }
                 for p in 0..w.senders[u].len() {
                     let j = w.senders[u][p] as usize;
-                    if w.level[(k + 1) * n + j] == UNSEEN && w.flow_on(k, j, i) > zero {
+                    if w.level[(k + 1) * n + j] == UNSEEN && w.flow_on(k, j, i) > self.zero {
                         w.reach(k + 1, j, here + 1);
                     }
                 }
@@ -411,7 +410,6 @@ impl Dinic<'_, '_> {
     /// into as many arcs as it takes, so a path's prefix is shared by every augmentation
     /// that branches below it, and each arc is updated once per return, not once per path.
     fn blocking_flow(&mut self, depth: u32, limit: f64) -> f64 {
-        let zero = self.zero;
         let nodes = (self.top + 1) * self.n;
         self.work.cursor[..nodes].fill(0);
         self.work.in_bucket[..nodes].fill(0);
@@ -432,7 +430,7 @@ impl Dinic<'_, '_> {
             let (u, k) = (frame.node, frame.layer);
             let arriving = if u == sink {
                 Some(frame.limit)
-            } else if frame.limit - frame.sent <= zero {
+            } else if frame.limit - frame.sent <= self.zero {
                 Some(frame.sent)
             } else {
                 match self.admissible(u, k, depth) {
@@ -463,7 +461,7 @@ impl Dinic<'_, '_> {
             if amount > 0.0 {
                 let arc = self.work.cursor[parent.node] as usize;
                 parent.sent += amount;
-                if self.send(parent.node, parent.layer, arc, amount) <= zero {
+                if self.send(parent.node, parent.layer, arc, amount) <= self.zero {
                     self.work.cursor[parent.node] += 1;
                 }
             }
@@ -492,7 +490,6 @@ impl Dinic<'_, '_> {
     /// Sends up to `limit` from `(k, i)` down straight paths; returns the amount sent. A node
     /// left with no way down is a dead end for the rest of the phase.
     fn push_down(&mut self, k: usize, i: usize, limit: f64) -> f64 {
-        let zero = self.zero;
         let n = self.n;
         let u = k * n + i;
         let sink = self.sink as usize;
@@ -505,7 +502,7 @@ impl Dinic<'_, '_> {
         for j in first.into_iter().filter(|&j| j < n) {
             if self.work.chained_from(k - 1, j) == j {
                 sent += self.push_through(k, i, j, limit - sent, false);
-                if limit - sent <= zero {
+                if limit - sent <= self.zero {
                     return sent;
                 }
             }
@@ -519,7 +516,7 @@ impl Dinic<'_, '_> {
         while j < end {
             let fresh = j > start && j != i && !first.contains(&j) && k >= self.untouched_from;
             sent += self.push_through(k, i, j, limit - sent, fresh);
-            if limit - sent <= zero {
+            if limit - sent <= self.zero {
                 // The arc may have room left: the next visit starts on it.
                 self.work.cursor[u] = j as u32;
                 return sent;
@@ -536,13 +533,12 @@ impl Dinic<'_, '_> {
     /// Sends up to `limit` from `(k, i)` through its arc into `(k - 1, j)` and on down;
     /// `fresh` when that arc has carried nothing yet.
     fn push_through(&mut self, k: usize, i: usize, j: usize, limit: f64, fresh: bool) -> f64 {
-        let zero = self.zero;
         self.steps += 1;
         if k == 2 {
             return self.send_to_sink(i, j, limit, fresh);
         }
         let residual = self.residual(k - 1, i, j, fresh);
-        if residual <= zero {
+        if residual <= self.zero {
             return 0.0;
         }
         let sent = self.push_down(k - 1, j, limit.min(residual));
@@ -556,20 +552,19 @@ impl Dinic<'_, '_> {
     /// node's only way on is its arc into the sink); returns the amount sent. `(1, m)` is a
     /// dead end once its arc into the sink is full. `fresh` as for [`Self::push_through`].
     fn send_to_sink(&mut self, i: usize, m: usize, limit: f64, fresh: bool) -> f64 {
-        let zero = self.zero;
         let lower = self.sink_column[m] - self.work.into_sink[0][m];
-        if lower <= zero {
+        if lower <= self.zero {
             self.work.bury(1, m);
             return 0.0;
         }
         let upper = self.residual(1, i, m, fresh);
-        if upper <= zero {
+        if upper <= self.zero {
             return 0.0;
         }
         let amount = limit.min(upper).min(lower);
         self.add(1, i, m, amount, fresh);
         let sink = self.sink as usize;
-        if self.sink_column[m] - self.work.carry(0, m, sink, amount) <= zero {
+        if self.sink_column[m] - self.work.carry(0, m, sink, amount) <= self.zero {
             self.work.bury(1, m);
         }
         amount
@@ -617,7 +612,6 @@ impl Dinic<'_, '_> {
     /// `(k + 1, senders[u][p])`. Down scans read only the bucket of the next level, following
     /// its chain.
     fn admissible(&mut self, u: usize, k: usize, depth: u32) -> Option<(usize, usize, f64)> {
-        let zero = self.zero;
         let n = self.n;
         let i = u - k * n;
         let sink = self.sink as usize;
@@ -628,7 +622,7 @@ impl Dinic<'_, '_> {
             if k == 1 {
                 // Layer 1 reaches layer 0 only through the sink.
                 let residual = self.sink_column[i] - w.into_sink[0][i];
-                if arc <= sink && w.level[sink] == next && residual > zero {
+                if arc <= sink && w.level[sink] == next && residual > self.zero {
                     w.cursor[u] = sink as u32;
                     return Some((sink, 0, residual));
                 }
@@ -646,7 +640,7 @@ impl Dinic<'_, '_> {
                     let Some(&j) = w.buckets[b].get(p) else { break };
                     let j = j as usize;
                     let residual = caps[j] - w.flow_on(k - 1, i, j);
-                    if residual > zero {
+                    if residual > self.zero {
                         w.cursor[u] = j as u32;
                         w.in_bucket[u] = p as u32;
                         return Some(((k - 1) * n + j, k - 1, residual));
@@ -659,7 +653,7 @@ impl Dinic<'_, '_> {
         // Up arcs never reach the sink, and those into the source's layer are useless.
         if next < depth && k + 1 < self.top {
             let f = w.straight[k][i];
-            if arc == n && w.level[u + n] == next && f > zero {
+            if arc == n && w.level[u + n] == next && f > self.zero {
                 w.cursor[u] = n as u32;
                 return Some((u + n, k + 1, f));
             }
@@ -669,7 +663,7 @@ impl Dinic<'_, '_> {
                     continue;
                 }
                 let f = w.flow_on(k, j, i);
-                if f > zero {
+                if f > self.zero {
                     w.cursor[u] = (n + 1 + p) as u32;
                     return Some(((k + 1) * n + j, k + 1, f));
                 }
