@@ -17,9 +17,9 @@ use crate::attention::{Layer, Matrix};
 /// bound for each arc its last cut crosses, however small the flow. A fixed zero of 1e-14
 /// left 2e-9 of the smallest entries unfound on peaked rows (thousands of narrow arcs in a
 /// cut); at this one they lie within 3e-15 of exact rational arithmetic (tests/flow_exact.rs,
-/// scripts/bench/exact_flow.py). Rounding leaves residues of about 1e-17 of a full arc's
-/// capacity, which a search may send on when its bound is small: paths of rounding size,
-/// harmless (what it costs: README Speed).
+/// scripts/bench/exact_flow.py). A full arc's rounding residue (a unit in the last place of
+/// its flow) may then exceed the zero when the bound is small, and a search sends it on:
+/// paths of rounding size, harmless (what it costs: README Speed).
 const ZERO: f64 = 1e-17;
 
 /// The capacities of a layered attention graph: `layers[k]` (`n × n`) holds the capacity
