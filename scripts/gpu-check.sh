@@ -6,7 +6,8 @@
 # then the throughput benchmark against torch. Results go to OUT (parity.md, throughput.md,
 # their .json, machine.txt, log.txt).
 #
-# Usage: scripts/gpu-check.sh BUNDLE OUT [--dry-run] [--skip-throughput]
+# Usage: scripts/gpu-check.sh BUNDLE OUT [--dry-run] [--skip-parity] [--skip-throughput] [--repeat K]
+#        [--budget S] (the options are gpu_check.py's)
 #   with the device tool: run(command="scripts/gpu-check.sh target/gpu-bundle $OUT",
 #                             carry=["target/gpu-bundle"])
 # --dry-run: no GPU wanted; the CPU binary plays both parts (checks the script itself).

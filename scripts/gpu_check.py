@@ -15,6 +15,7 @@ Writes parity.md, parity.json, throughput.md, throughput.json and the logs into 
 lines): a check of the script itself on a machine without a GPU, whose numbers mean nothing.
 
 Usage: python3 scripts/gpu_check.py --cpu BIN --cuda BIN [--wheel-dir DIR] OUT [--dry-run]
+       [--skip-parity] [--skip-throughput] [--repeat K] [--budget S]
 """
 
 import argparse
@@ -387,22 +388,28 @@ def throughput(args, work, cuda_device, dry, deadline):
     folder = os.path.join(work, "bert-base")
     model = bert_base(folder)
     fmt = lambda v: "-" if v is None else f"{v:.1f}"
-    for n, count, cpu_count in plan:
+    # With --repeat K, torch and bert-explain take turns K times at each n (the CPU once), so
+    # that each ratio pairs two measurements made a few seconds apart.
+    for run, (n, count, cpu_count) in ((r, step) for r in range(args.repeat) for step in plan):
+        label = f"{n}" if args.repeat == 1 else f"{n} (run {run + 1})"
         if time.perf_counter() > deadline:
-            rows.append(f"| {n} | {count} | not run: out of time | - | - | - |")
+            rows.append(f"| {label} | {count} | not run: out of time | - | - | - |")
             save(args.out, "throughput", THROUGHPUT_HEAD, rows, results)
             continue
         lines = texts(n, count, seed=n)
         t_rate = torch_rate(model, count, n, torch_device)
         cuda_rate, cuda_whole, summary = explain_rate(args.cuda, cuda_device, folder, lines, work, 240)
-        cpu_rate, _, cpu_summary = explain_rate(args.cpu, "cpu", folder, lines[:cpu_count], work, 120)
+        cpu_rate, cpu_summary = None, None
+        if run == 0:
+            cpu_rate, _, cpu_summary = explain_rate(args.cpu, "cpu", folder, lines[:cpu_count], work, 120)
         ratio = "-" if cuda_rate is None else f"{cuda_rate / t_rate:.2f}"
-        rows.append(f"| {n} | {count} | {t_rate:.1f} | {fmt(cuda_rate)} ({fmt(cuda_whole)} whole process) | "
+        rows.append(f"| {label} | {count} | {t_rate:.1f} | {fmt(cuda_rate)} ({fmt(cuda_whole)} whole process) | "
                     f"{ratio} | {fmt(cpu_rate)} |")
-        results.append({"n": n, "lines": count, "torch_lines_per_s": t_rate, "cuda_lines_per_s": cuda_rate,
-                        "cuda_whole_process_lines_per_s": cuda_whole, "cuda_summary": summary,
-                        "cpu_lines_per_s": cpu_rate, "cpu_summary": cpu_summary})
-        log(f"n = {n}: torch {t_rate:.1f}/s, bert-explain on {cuda_device} {summary}; on the CPU {cpu_summary}")
+        results.append({"n": n, "run": run + 1, "lines": count, "torch_lines_per_s": t_rate,
+                        "cuda_lines_per_s": cuda_rate, "cuda_whole_process_lines_per_s": cuda_whole,
+                        "cuda_summary": summary, "cpu_lines_per_s": cpu_rate, "cpu_summary": cpu_summary})
+        log(f"n = {n}, run {run + 1}: torch {t_rate:.1f}/s, bert-explain on {cuda_device} {summary}; "
+            f"on the CPU {cpu_summary or 'not run again'}")
         save(args.out, "throughput", THROUGHPUT_HEAD, rows, results)
     # Sharp attention (issue 31): the same shape, query and key weights × 8, where flow
     # needs a search for nearly every flow and the host's reports are most of the time.
@@ -429,6 +436,9 @@ def main():
     ap.add_argument("--wheel-dir")
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--skip-parity", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="torch and bert-explain in turn this many times at each n (default 1)")
     ap.add_argument("--budget", type=float, default=420.0,
                     help="seconds after which no further throughput step starts (default 420)")
     ap.add_argument("out")
@@ -440,7 +450,7 @@ def main():
         args.cuda, args.wheel_dir = args.cpu, None
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
-        results = parity(args, work, cuda_device)
+        results = [] if args.skip_parity else parity(args, work, cuda_device)
         failed = sum(1 for r in results if r["status"] not in ("equal", "not run"))
         if not args.skip_throughput:
             try:
