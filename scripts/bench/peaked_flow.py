@@ -13,6 +13,11 @@ Stacks (float32 .npy, made here once into DIR, reused):
   weights are scaled by 8, as scripts/gpu_check.py makes it;
 - iglm-L12-n{128,500}: a real GPT-2 decoder (iglm, 4 layers tiled 3 times) on a protein:
   lower-triangular rows with most of their weight on position 0 (an attention sink);
+- rxnfp-L12-n{128,512}, rxnmapper-L12-n{128,512}: two real trained 12-layer encoders, rxnfp's
+  BERT masked LM and rxnmapper's ALBERT masked LM (models/downloaded/, scripts/fetch-real-models.sh),
+  on a reaction SMILES of exactly n tokens made of six textbook reactions repeated (two thirds
+  of the tokens their reactants joined by ".", the rest ">>" and their products, each side cut
+  to fit): trained attention as it is, on input of their kind;
 - minilm-L12-n128-t{1,8}-q{0,8,64,1024,65536}: the minilm stack's heads averaged into one (the
   engine's own first step, so the flows are the same), and each row rounded to multiples of 1/q
   (largest remainders, so that it still sums to 1; q0: not rounded): at most 2q + 2 distinct
@@ -46,6 +51,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 MINILM = REPO / "models/downloaded/all-MiniLM-L6-v2"
+CHEMISTRY = {"rxnfp": (REPO / "models/downloaded/rxnfp-bert-mlm", "Bert"),
+             "rxnmapper": (REPO / "models/downloaded/rxnmapper-albert-mlm", "Albert")}
 IGLM = REPO / "models/downloaded/iglm-gpt2"
 
 
@@ -53,6 +60,7 @@ def stack_names():
     names = [f"minilm-L{l}-n{n}-t{t}" for n in (128, 512) for l in (6, 12) for t in (1, 2, 4, 8)]
     names += [f"random-s{s}" for s in (1, 2, 4)]
     names += ["bertbase-qk8-n128", "iglm-L12-n128", "iglm-L12-n500"]
+    names += [f"{model}-L12-n{n}" for model in ("rxnfp", "rxnmapper") for n in (128, 512)]
     names += [f"minilm-L12-n128-t{t}-q{q}" for t in (1, 8) for q in (0, 8, 64, 1024, 65536)]
     return names
 
@@ -115,6 +123,36 @@ elif kind == "bertbase":
         ids = torch.randint(5, 30000, (1, 128), generator=torch.Generator().manual_seed(1))
         att = model(input_ids=ids, output_attentions=True).attentions
     np.save(out, torch.cat(att, 0).numpy().astype(np.float32))
+elif kind == "chemistry":
+    import re
+    import transformers
+    model_dir, n, family = sys.argv[3], int(sys.argv[4]), sys.argv[5]
+    # Textbook reactions (reactants >> product): aspirin from salicylic acid, an amide coupling,
+    # a Suzuki coupling, a Fischer esterification, paracetamol, a Williamson ether synthesis.
+    reactions = [
+        ("CC(=O)OC(C)=O.Oc1ccccc1C(=O)O", "CC(=O)Oc1ccccc1C(=O)O"),
+        ("CC(C)Cc1ccc(cc1)C(C)C(=O)O.NCc1ccccc1", "CC(C)Cc1ccc(cc1)C(C)C(=O)NCc1ccccc1"),
+        ("Brc1ccc(cc1)C(F)(F)F.OB(O)c1ccccc1", "FC(F)(F)c1ccc(cc1)-c1ccccc1"),
+        ("OC(=O)c1ccccc1.CCO", "CCOC(=O)c1ccccc1"),
+        ("CC(=O)OC(C)=O.Nc1ccc(O)cc1", "CC(=O)Nc1ccc(O)cc1"),
+        ("Oc1ccc(Cl)cc1.BrCC[C@H](C)O", "C[C@@H](O)CCOc1ccc(Cl)cc1"),
+    ]
+    text = ".".join(r for r, _ in reactions * 8) + ">>" + ".".join(p for _, p in reactions * 8)
+    pattern = r"\[[^\]]+\]|Br|Cl|>>|%\d\d|[A-Za-z]|\d|[().=#+\-\\/:~@*$]"
+    vocab = {t: i for i, t in enumerate(open(f"{model_dir}/vocab.txt").read().split("\n"))}
+    tokens = re.findall(pattern, text)
+    unknown = sorted({t for t in tokens if t not in vocab})
+    assert not unknown, f"not in the vocabulary: {unknown}"
+    reactants = tokens[: tokens.index(">>")][: (n - 2) * 2 // 3]
+    rest = tokens[tokens.index(">>"):][: n - 2 - len(reactants)]
+    ids = [vocab["[CLS]"]] + [vocab[t] for t in reactants + rest] + [vocab["[SEP]"]]
+    assert len(ids) == n, len(ids)
+    # (rxnfp's config names no model_type, so the class is given.)
+    masked_lm = getattr(transformers, family + "ForMaskedLM")
+    model = masked_lm.from_pretrained(model_dir, attn_implementation="eager").eval()
+    with torch.no_grad():
+        att = model(input_ids=torch.tensor([ids]), output_attentions=True).attentions
+    np.save(out, torch.cat(att, 0).numpy().astype(np.float32))
 elif kind == "iglm":
     from transformers import GPT2LMHeadModel
     model_dir, n = sys.argv[3], int(sys.argv[4])
@@ -149,6 +187,9 @@ def make(name, folder, python):
         args = ["random", str(path), name.split("-s")[1]]
     elif name.startswith("bertbase-"):
         args = ["bertbase", str(path)]
+    elif name.startswith(tuple(CHEMISTRY)):
+        model_dir, family = CHEMISTRY[name.split("-")[0]]
+        args = ["chemistry", str(path), str(model_dir), name.rsplit("-n", 1)[1], family]
     else:
         args = ["iglm", str(path), str(IGLM), name.rsplit("-n", 1)[1]]
     subprocess.run([python, "-c", MAKER, *args], check=True, stderr=subprocess.DEVNULL)
