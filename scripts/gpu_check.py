@@ -19,6 +19,7 @@ Usage: python3 scripts/gpu_check.py --cpu BIN --cuda BIN [--wheel-dir DIR] OUT [
 """
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -390,7 +391,7 @@ def throughput(args, work, cuda_device, dry, deadline):
     fmt = lambda v: "-" if v is None else f"{v:.1f}"
     # With --repeat K, torch and bert-explain take turns K times at each n (the CPU once), so
     # that each ratio pairs two measurements made a few seconds apart.
-    for run, (n, count, cpu_count) in ((r, step) for r in range(args.repeat) for step in plan):
+    for run, (n, count, cpu_count) in itertools.product(range(args.repeat), plan):
         label = f"{n}" if args.repeat == 1 else f"{n} (run {run + 1})"
         if time.perf_counter() > deadline:
             rows.append(f"| {label} | {count} | not run: out of time | - | - | - |")

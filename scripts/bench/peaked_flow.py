@@ -51,8 +51,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 MINILM = REPO / "models/downloaded/all-MiniLM-L6-v2"
-CHEMISTRY = {"rxnfp": (REPO / "models/downloaded/rxnfp-bert-mlm", "Bert"),
-             "rxnmapper": (REPO / "models/downloaded/rxnmapper-albert-mlm", "Albert")}
+CHEMISTRY = {"rxnfp": REPO / "models/downloaded/rxnfp-bert-mlm",
+             "rxnmapper": REPO / "models/downloaded/rxnmapper-albert-mlm"}
 IGLM = REPO / "models/downloaded/iglm-gpt2"
 
 
@@ -125,8 +125,9 @@ elif kind == "bertbase":
     np.save(out, torch.cat(att, 0).numpy().astype(np.float32))
 elif kind == "chemistry":
     import re
-    import transformers
-    model_dir, n, family = sys.argv[3], int(sys.argv[4]), sys.argv[5]
+    model_dir, n = sys.argv[3], int(sys.argv[4])
+    sys.path.insert(0, sys.argv[5])
+    import real_reference as real  # the loading and encoding of the real-model fixtures
     # Textbook reactions (reactants >> product): aspirin from salicylic acid, an amide coupling,
     # a Suzuki coupling, a Fischer esterification, paracetamol, a Williamson ether synthesis.
     reactions = [
@@ -138,18 +139,13 @@ elif kind == "chemistry":
         ("Oc1ccc(Cl)cc1.BrCC[C@H](C)O", "C[C@@H](O)CCOc1ccc(Cl)cc1"),
     ]
     text = ".".join(r for r, _ in reactions * 8) + ">>" + ".".join(p for _, p in reactions * 8)
-    pattern = r"\[[^\]]+\]|Br|Cl|>>|%\d\d|[A-Za-z]|\d|[().=#+\-\\/:~@*$]"
-    vocab = {t: i for i, t in enumerate(open(f"{model_dir}/vocab.txt").read().split("\n"))}
-    tokens = re.findall(pattern, text)
-    unknown = sorted({t for t in tokens if t not in vocab})
-    assert not unknown, f"not in the vocabulary: {unknown}"
+    tokens = re.findall(r"\[[^\]]+\]|Br|Cl|>>|%\d\d|[A-Za-z]|\d|[().=#+\-\\/:~@*$]", text)
     reactants = tokens[: tokens.index(">>")][: (n - 2) * 2 // 3]
     rest = tokens[tokens.index(">>"):][: n - 2 - len(reactants)]
-    ids = [vocab["[CLS]"]] + [vocab[t] for t in reactants + rest] + [vocab["[SEP]"]]
+    ids = real.encode_pretokenized(real.read_vocab(model_dir)[1], " ".join(reactants + rest))
     assert len(ids) == n, len(ids)
-    # (rxnfp's config names no model_type, so the class is given.)
-    masked_lm = getattr(transformers, family + "ForMaskedLM")
-    model = masked_lm.from_pretrained(model_dir, attn_implementation="eager").eval()
+    config = real.load_config(model_dir)
+    model = real.load_model(model_dir, *real.family_and_task(config), config)
     with torch.no_grad():
         att = model(input_ids=torch.tensor([ids]), output_attentions=True).attentions
     np.save(out, torch.cat(att, 0).numpy().astype(np.float32))
@@ -188,8 +184,8 @@ def make(name, folder, python):
     elif name.startswith("bertbase-"):
         args = ["bertbase", str(path)]
     elif name.startswith(tuple(CHEMISTRY)):
-        model_dir, family = CHEMISTRY[name.split("-")[0]]
-        args = ["chemistry", str(path), str(model_dir), name.rsplit("-n", 1)[1], family]
+        args = ["chemistry", str(path), str(CHEMISTRY[name.split("-")[0]]), name.rsplit("-n", 1)[1],
+                str(REPO / "scripts/reference")]
     else:
         args = ["iglm", str(path), str(IGLM), name.rsplit("-n", 1)[1]]
     subprocess.run([python, "-c", MAKER, *args], check=True, stderr=subprocess.DEVNULL)
