@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::bounds::Settled;
 use super::stats::{self, Search, Settlement};
-use super::workspace::{first_in_chain, Frame, Workspace, UNSEEN};
+use super::workspace::{contains, first_in_chain, ones, span, Frame, Workspace, UNSEEN};
 use crate::attention::{Layer, Matrix};
 
 /// Capacities and residual capacities at or below this share of a problem's upper bound on
@@ -171,6 +171,7 @@ pub fn solve(
         true => ZERO * bound,
         false => 0.0,
     };
+    work.full_under(zero);
     let mut dinic = Dinic {
         graph,
         zero,
@@ -336,20 +337,21 @@ impl Dinic<'_, '_> {
         }
         level[self.source as usize] = 0;
         level[self.sink as usize] = top as u32;
-        self.work.chain(top, |_| true);
+        self.work.chain(top);
         self.work.levels = 0;
     }
 
     /// Breadth-first levels from the source over residual edges; the sink's level, if the
-    /// sink is reachable. Nodes at or beyond the sink's level are not expanded. Each scan
-    /// visits only the nodes of the next layer not reached yet; afterwards the chains hold
-    /// the nodes below the sink's level, for the phase's search.
+    /// sink is reachable. Nodes at or beyond the sink's level are not expanded. A scan reads
+    /// only the arcs into nodes not reached yet and not found full, a word of them at a time;
+    /// afterwards the nodes below the sink's level are sorted by level for the phase's search.
     fn levels(&mut self) -> Option<u32> {
         let n = self.n;
         let top = self.top;
         let w = &mut *self.work;
+        let words = w.words;
         w.level[..(top + 1) * n].fill(UNSEEN);
-        w.chain(top, |_| true);
+        w.unreach(top);
         w.queue.clear();
         w.level[self.source as usize] = 0;
         w.queue.push(self.source);
@@ -367,12 +369,15 @@ impl Dinic<'_, '_> {
             if k >= 2 {
                 let caps = self.rows[k - 1].row(i);
                 let end = self.graph.ends[k - 1][i] as usize;
-                let mut j = w.chained_from(k - 1, 0);
-                while j < end {
-                    if caps[j] - w.flow_on(k - 1, i, j) > self.zero {
-                        w.reach(k - 1, j, here + 1);
+                for word in 0..end.div_ceil(64) {
+                    let open = w.unreached[(k - 1) * words + word] & !w.full_word(k - 1, i, word);
+                    for j in ones(word, open & span(word, 0, end)) {
+                        if caps[j] - w.flow_on(k - 1, i, j) > self.zero {
+                            w.reach(k - 1, j, here + 1);
+                        } else {
+                            w.mark_full(k - 1, i, j);
+                        }
                     }
-                    j = w.chained_from(k - 1, j + 1);
                 }
             } else if k == 1
                 && w.level[sink] == UNSEEN
@@ -381,16 +386,17 @@ impl Dinic<'_, '_> {
                 w.level[sink] = here + 1;
                 depth = here + 1;
             }
-            // Edges back up into the source's layer lead only to the source itself, and
-            // none need reading once every node of the layer above is reached.
-            if k + 1 < top && w.chained_from(k + 1, 0) < n {
+            // Edges back up into the source's layer lead only to the source itself.
+            if k + 1 < top {
                 if w.level[u + n] == UNSEEN && w.straight[k][i] > self.zero {
                     w.reach(k + 1, i, here + 1);
                 }
-                for p in 0..w.senders[u].len() {
-                    let j = w.senders[u][p] as usize;
-                    if w.level[(k + 1) * n + j] == UNSEEN && w.flow_on(k, j, i) > self.zero {
-                        w.reach(k + 1, j, here + 1);
+                for word in 0..words {
+                    let open = w.senders[u * words + word] & w.unreached[(k + 1) * words + word];
+                    for j in ones(word, open) {
+                        if w.flow_on(k, j, i) > self.zero {
+                            w.reach(k + 1, j, here + 1);
+                        }
                     }
                 }
             }
@@ -398,7 +404,6 @@ impl Dinic<'_, '_> {
         if depth == UNSEEN {
             return None;
         }
-        w.chain(top, |level| level < depth);
         w.sort_by_level(top, depth);
         Some(depth)
     }
@@ -412,7 +417,7 @@ impl Dinic<'_, '_> {
     fn blocking_flow(&mut self, depth: u32, limit: f64) -> f64 {
         let nodes = (self.top + 1) * self.n;
         self.work.cursor[..nodes].fill(0);
-        self.work.in_bucket[..nodes].fill(0);
+        self.work.tried_sink[..nodes].fill(false);
         let sink = self.sink as usize;
         let mut frames = std::mem::take(&mut self.work.frames);
         frames.clear();
@@ -608,14 +613,16 @@ impl Dinic<'_, '_> {
     /// The first admissible arc of `u = (k, i)` from its cursor on, if any, as the head's
     /// node and layer and the arc's residual capacity; the cursor is left on that arc.
     /// Arcs are numbered `j < n` down to `(k - 1, j)` (only the sink's from layer 1), then
-    /// `n` back up the straight arc to `(k + 1, i)`, then `n + 1 + p` back up to
-    /// `(k + 1, senders[u][p])`. Down scans read only the bucket of the next level, following
-    /// its chain.
+    /// `n` back up the straight arc to `(k + 1, i)`, then `n + 1 + j` back up to
+    /// `(k + 1, j)`, a sender of `u`. Down scans read only the nodes of the next level not
+    /// found dead, the sink's position first, and skip the arcs found full; scans up read
+    /// only the senders of the next level. Both go a word of positions at a time.
     fn admissible(&mut self, u: usize, k: usize, depth: u32) -> Option<(usize, usize, f64)> {
         let n = self.n;
         let i = u - k * n;
         let sink = self.sink as usize;
         let w = &mut *self.work;
+        let words = w.words;
         let next = w.level[u] + 1;
         let mut arc = w.cursor[u] as usize;
         if arc < n {
@@ -627,25 +634,35 @@ impl Dinic<'_, '_> {
                     return Some((sink, 0, residual));
                 }
             } else if next < depth {
-                // Only the nodes one level further down, from the cursor on.
                 let caps = self.rows[k - 1].row(i);
-                let b = (k - 1) * w.levels + next as usize;
-                // The cursor's place in the bucket, one further if the cursor moved on.
-                let mut p = w.in_bucket[u] as usize;
-                if w.buckets[b].get(p).is_some_and(|&j| (j as usize) < arc) {
-                    p += 1;
-                }
-                loop {
-                    p = w.bucket_from(b, p);
-                    let Some(&j) = w.buckets[b].get(p) else { break };
-                    let j = j as usize;
-                    let residual = caps[j] - w.flow_on(k - 1, i, j);
-                    if residual > self.zero {
-                        w.cursor[u] = j as u32;
-                        w.in_bucket[u] = p as u32;
-                        return Some(((k - 1) * n + j, k - 1, residual));
+                let set = ((k - 1) * w.levels + next as usize) * words;
+                if !w.tried_sink[u] {
+                    let full = w.full_word(k - 1, i, sink / 64) >> (sink % 64) & 1 == 1;
+                    if arc <= sink && contains(&w.at_level[set..], sink) && !full {
+                        let residual = caps[sink] - w.flow_on(k - 1, i, sink);
+                        if residual > self.zero {
+                            w.cursor[u] = sink as u32;
+                            return Some(((k - 1) * n + sink, k - 1, residual));
+                        }
+                        w.mark_full(k - 1, i, sink);
                     }
-                    p += 1;
+                    w.tried_sink[u] = true;
+                    arc = 0;
+                }
+                for word in arc / 64..words {
+                    let mut open = w.at_level[set + word] & !w.full_word(k - 1, i, word);
+                    open &= span(word, arc, n);
+                    if word == sink / 64 {
+                        open &= !(1 << (sink % 64)); // tried first
+                    }
+                    for j in ones(word, open) {
+                        let residual = caps[j] - w.flow_on(k - 1, i, j);
+                        if residual > self.zero {
+                            w.cursor[u] = j as u32;
+                            return Some(((k - 1) * n + j, k - 1, residual));
+                        }
+                        w.mark_full(k - 1, i, j);
+                    }
                 }
             }
             arc = n;
@@ -657,15 +674,16 @@ impl Dinic<'_, '_> {
                 w.cursor[u] = n as u32;
                 return Some((u + n, k + 1, f));
             }
-            for p in arc.saturating_sub(n + 1)..w.senders[u].len() {
-                let j = w.senders[u][p] as usize;
-                if w.level[(k + 1) * n + j] != next {
-                    continue;
-                }
-                let f = w.flow_on(k, j, i);
-                if f > self.zero {
-                    w.cursor[u] = (n + 1 + p) as u32;
-                    return Some(((k + 1) * n + j, k + 1, f));
+            let set = ((k + 1) * w.levels + next as usize) * words;
+            let from = arc.saturating_sub(n + 1);
+            for word in from / 64..words {
+                let open = w.senders[u * words + word] & w.at_level[set + word];
+                for j in ones(word, open & span(word, from, n)) {
+                    let f = w.flow_on(k, j, i);
+                    if f > self.zero {
+                        w.cursor[u] = (n + 1 + j) as u32;
+                        return Some(((k + 1) * n + j, k + 1, f));
+                    }
                 }
             }
         }
@@ -682,12 +700,16 @@ impl Dinic<'_, '_> {
         let (layer, from, to, change) = match arc {
             _ if arc < n => (k - 1, i, arc, amount),
             _ if arc == n => (k, i, i, -amount),
-            _ => (k, w.senders[u][arc - n - 1] as usize, i, -amount),
+            _ => (k, arc - n - 1, i, -amount),
         };
         let flow = w.carry(layer, from, to, change);
-        match arc < n {
-            true => self.capacity(layer, from, to) - flow,
-            false => flow,
+        if arc >= n {
+            return flow;
         }
+        let residual = self.capacity(layer, from, to) - flow;
+        if residual <= self.zero && layer > 0 {
+            self.work.mark_full(layer, from, to);
+        }
+        residual
     }
 }

@@ -5,15 +5,19 @@
 //! arc a search uses most, which are kept in order of their tails instead, as the graph
 //! keeps their capacities ([`super::network::Graph`]): the arcs into the sink's position
 //! (`into_sink[k][i]`; into layer 0 the only arcs that count) and the straight arcs
-//! (`straight[k][i]` on `(k + 1, i) → (k, i)`). Every node lists the positions above it
+//! (`straight[k][i]` on `(k + 1, i) → (k, i)`). Every node marks the positions above it
 //! whose arc into it has carried flow, straight arcs aside: its other arcs back up, and the
 //! entries to reset afterwards, so one workspace serves any number of problems.
 //!
-//! Each layer also keeps a chain of "next node still of use" links (path-halving, as in
-//! union–find): while levels are searched, the nodes not yet reached; while a phase sends
-//! flow, the nodes not yet found to be dead ends. A node leaves the chain once, so scans
-//! skip runs of finished nodes instead of reading every arc into them: on dense attention
-//! a layer is mostly reached from its first few parents, and the rest of the scans are short.
+//! Scans go by sets of positions held as bits, a word for 64 positions, and read an arc only
+//! where every set allows it: while levels are searched, the nodes of a layer not reached
+//! yet; in a phase after the first, the nodes of each level not found dead yet; and for
+//! every row, the arcs found full (residual at or below the search's zero) since their flow
+//! last fell. On peaked attention most arcs a scan meets are full (90–95% of those the
+//! breadth-first search read before), and skipping them a word at a time, not one by one,
+//! is what pays. The first phase, down the straight paths, keeps a chain of "next node
+//! still of use" links per layer (path-halving, as in union–find) over the nodes not yet
+//! found to be dead ends.
 
 /// A node no search has reached, or a dead end of the current phase.
 pub const UNSEEN: u32 = u32::MAX;
@@ -31,40 +35,78 @@ pub struct Workspace {
     pub(super) into_sink: Vec<Vec<f64>>,
     /// Per layer `k ≥ 1`, `[n]`: the flow on `(k + 1, i) → (k, i)`, `i` not the sink's.
     pub(super) straight: Vec<Vec<f64>>,
-    /// Per node `(k, i)`: every `j` whose arc `(k + 1, j) → (k, i)` has carried flow in
-    /// this problem (a `j` may repeat), straight arcs aside.
-    pub(super) senders: Vec<Vec<u32>>,
-    /// The nodes whose `senders` are not empty.
+    /// Words of 64 bits in a set of positions (`n` bits).
+    pub(super) words: usize,
+    /// Per node `(k, i)`, `words` words from `(k * n + i) * words`: every `j` whose arc
+    /// `(k + 1, j) → (k, i)` has carried flow in this problem, straight arcs aside.
+    pub(super) senders: Vec<u64>,
+    /// The nodes with senders.
     pub(super) receivers: Vec<u32>,
+    /// Per layer `k ≥ 1`, `words` words per row `i`: the arcs `(k + 1, i) → (k, j)` a scan
+    /// found full under a zero of at most `full_below`, whose flow has not fallen since. A
+    /// clear bit says nothing.
+    full: Vec<Vec<u64>>,
+    full_below: f64,
+    /// The rows with a bit set in `full`, listed once each.
+    full_rows: Vec<u32>,
+    full_row: Vec<bool>,
     pub(super) level: Vec<u32>,
+    /// Per layer `k`, `words` words from `k * words`: the nodes no breadth-first search has
+    /// reached yet.
+    pub(super) unreached: Vec<u64>,
     /// Per layer `k`, `n + 1` links from `k * (n + 1)`; following them from `i` reaches the
     /// first node `≥ i` of layer `k` still in the chain (`n` when there is none).
     pub(super) links: Vec<u32>,
     pub(super) cursor: Vec<u32>,
-    /// Per node, while a phase after the first sends flow: where its cursor lies in the
-    /// bucket its scans down read.
-    pub(super) in_bucket: Vec<u32>,
-    /// Per node in a bucket, its place there.
-    place: Vec<u32>,
+    /// Per node, in a phase after the first: whether its scans down have tried the sink's
+    /// position (the widest way on, as in the first phase), which comes before the rest.
+    pub(super) tried_sink: Vec<bool>,
     /// After a phase's breadth-first search: per layer `k` and level `λ` below the sink's,
-    /// at `k * levels + λ`, the nodes of layer `k` at level `λ`: the sink's position first
-    /// (the widest way on, as in the first phase), then the rest in order. A scan down from a
-    /// node at level `λ - 1` reads only these (after the first phase, a layer's nodes lie at
-    /// several levels, and most of a dense row leads to the wrong one).
-    pub(super) buckets: Vec<Vec<u32>>,
-    /// Per bucket, a chain over its positions as `links` is over a layer: dead ends leave it.
-    pub(super) bucket_links: Vec<Vec<u32>>,
-    /// The number of levels each layer has buckets for (0 in the first phase, which has none).
+    /// `words` words from `(k * levels + λ) * words`, the nodes of layer `k` at level `λ`
+    /// not found dead. A scan down from a node at level `λ - 1` reads only these (after the
+    /// first phase, a layer's nodes lie at several levels, and most of a dense row leads to
+    /// the wrong one).
+    pub(super) at_level: Vec<u64>,
+    /// The number of levels each layer has sets for (0 in the first phase, which has none).
     pub(super) levels: usize,
     pub(super) queue: Vec<u32>,
     pub(super) frames: Vec<Frame>,
-    /// [`Self::withdraw`]'s scratch: per node, the share of its flow from the source; per
-    /// position, the marks of [`Self::each_sender`], and the dues of one layer and the next.
+    /// [`Self::withdraw`]'s scratch: per node, the share of its flow from the source, and
+    /// the dues of one layer and the next.
     share: Vec<f64>,
-    seen: Vec<usize>,
-    stamp: usize,
     due: Vec<f64>,
     due_above: Vec<f64>,
+}
+
+/// The bits of word `w` of a set of positions that lie in `from..end`.
+#[inline(always)]
+pub(super) fn span(w: usize, from: usize, end: usize) -> u64 {
+    let mut bits = u64::MAX;
+    if w == from / 64 {
+        bits &= u64::MAX << (from % 64);
+    }
+    if end < (w + 1) * 64 {
+        bits &= (1 << (end % 64)) - 1;
+    }
+    bits
+}
+
+/// Whether position `i` is in the set whose words begin `bits`.
+#[inline(always)]
+pub(super) fn contains(bits: &[u64], i: usize) -> bool {
+    bits[i / 64] >> (i % 64) & 1 == 1
+}
+
+/// The positions of the bits set in `bits`, word `w` of a set, in order.
+#[inline(always)]
+pub(super) fn ones(w: usize, mut bits: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (bits != 0).then(|| {
+            let j = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            j
+        })
+    })
 }
 
 impl Workspace {
@@ -72,6 +114,7 @@ impl Workspace {
         if self.n != n {
             *self = Self {
                 n,
+                words: n.div_ceil(64),
                 ..Self::default()
             };
         }
@@ -87,39 +130,82 @@ impl Workspace {
             self.flow.push(flow);
             self.into_sink.push(vec![0.0; n]);
             self.straight.push(vec![0.0; n]);
+            let bits = if self.full.is_empty() {
+                0
+            } else {
+                n * self.words
+            };
+            self.full.push(vec![0; bits]);
         }
         let nodes = (layers + 1) * n;
-        if self.senders.len() < nodes {
-            self.senders.resize_with(nodes, Vec::new);
-        }
         if self.links.len() < (layers + 1) * (n + 1) {
             self.links.resize((layers + 1) * (n + 1), 0);
+            self.unreached.resize((layers + 1) * self.words, 0);
         }
         if self.level.len() < nodes {
             self.level.resize(nodes, UNSEEN);
             self.cursor.resize(nodes, 0);
-            self.in_bucket.resize(nodes, 0);
-            self.place.resize(nodes, 0);
+            self.tried_sink.resize(nodes, false);
+            self.full_row.resize(nodes, false);
+            self.senders.resize(nodes * self.words, 0);
         }
     }
 
     pub(super) fn reset(&mut self) {
-        let n = self.n;
+        let (n, words) = (self.n, self.words);
         let mut receivers = std::mem::take(&mut self.receivers);
         for &v in &receivers {
             let (k, i) = (v as usize / n, v as usize % n);
-            let mut senders = std::mem::take(&mut self.senders[v as usize]);
-            for &j in &senders {
-                *self.slot(k, j as usize, i) = 0.0;
+            for w in 0..words {
+                let senders = std::mem::take(&mut self.senders[v as usize * words + w]);
+                for j in ones(w, senders) {
+                    *self.slot(k, j, i) = 0.0;
+                }
             }
-            senders.clear();
-            self.senders[v as usize] = senders;
         }
         receivers.clear();
         self.receivers = receivers;
         for straight in self.straight.iter_mut().take(self.layers).skip(1) {
             straight.fill(0.0);
         }
+        self.forget_full();
+    }
+
+    /// Readies the marks of full arcs for a search whose zero is `zero`: those made under a
+    /// larger one are dropped.
+    pub(super) fn full_under(&mut self, zero: f64) {
+        if zero < self.full_below {
+            self.forget_full();
+        }
+        self.full_below = zero;
+    }
+
+    fn forget_full(&mut self) {
+        let (n, words) = (self.n, self.words);
+        for &row in &self.full_rows {
+            let (k, i) = (row as usize / n, row as usize % n);
+            self.full[k][i * words..(i + 1) * words].fill(0);
+            self.full_row[row as usize] = false;
+        }
+        self.full_rows.clear();
+    }
+
+    /// Word `w` of the arcs of row `(k + 1, from)`, `k ≥ 1`, found full.
+    #[inline(always)]
+    pub(super) fn full_word(&self, k: usize, from: usize, w: usize) -> u64 {
+        self.full[k][from * self.words + w]
+    }
+
+    /// Arc `(k + 1, from) → (k, to)`, `k ≥ 1`, was found with its residual at or below the
+    /// zero.
+    #[inline(always)]
+    pub(super) fn mark_full(&mut self, k: usize, from: usize, to: usize) {
+        let row = k * self.n + from;
+        if !self.full_row[row] {
+            self.full_row[row] = true;
+            self.full_rows.push(row as u32);
+        }
+        self.full[k][from * self.words + to / 64] |= 1 << (to % 64);
     }
 
     /// The flow on arc `(k + 1, from) → (k, to)` (into layer 0, `to` is the sink).
@@ -152,6 +238,10 @@ impl Workspace {
         if before == 0.0 && recorded {
             self.record(k, from, to);
         }
+        if change < 0.0 && k > 0 {
+            // Not full any more, if it was.
+            self.full[k][from * self.words + to / 64] &= !(1 << (to % 64));
+        }
         after
     }
 
@@ -171,15 +261,18 @@ impl Workspace {
         self.record(k, from, to);
     }
 
-    /// Lists `from` among the senders of `(k, to)`.
+    /// Counts `from` among the senders of `(k, to)`.
     #[inline(always)]
     fn record(&mut self, k: usize, from: usize, to: usize) {
         let node = k * self.n + to;
-        let senders = &mut self.senders[node];
-        if senders.is_empty() {
+        let senders = &mut self.senders[node * self.words..(node + 1) * self.words];
+        if contains(senders, from) {
+            return;
+        }
+        if senders.iter().all(|&word| word == 0) {
             self.receivers.push(node as u32);
         }
-        senders.push(from as u32);
+        senders[from / 64] |= 1 << (from % 64);
     }
 
     /// Takes up to `amount` of the flow arriving at `(0, sink)` off the arcs that carry it
@@ -203,15 +296,13 @@ impl Workspace {
         share.clear();
         share.resize((top + 1) * n, 0.0);
         share[top * n + source] = 1.0;
-        let mut seen = std::mem::take(&mut self.seen);
-        seen.resize(n, 0);
         for k in (0..top).rev() {
             for to in 0..n {
                 if k == 0 && to != self.sink {
                     continue; // into layer 0 only the arcs into the sink count
                 }
                 let (mut arriving, mut from_source) = (0.0, 0.0);
-                self.each_sender(k, to, &mut seen, |work, from| {
+                self.each_sender(k, to, |work, from| {
                     let flow = work.flow_on(k, from, to);
                     arriving += flow;
                     from_source += flow * share[(k + 1) * n + from];
@@ -234,7 +325,7 @@ impl Workspace {
                 if left <= 0.0 {
                     continue;
                 }
-                self.each_sender(k, to, &mut seen, |work, from| {
+                self.each_sender(k, to, |work, from| {
                     let ours = work.flow_on(k, from, to) * share[(k + 1) * n + from];
                     let got = ours.min(left);
                     if got > 0.0 {
@@ -248,32 +339,20 @@ impl Workspace {
             above.fill(0.0);
         }
         let taken = due[source];
-        (self.share, self.seen, self.due, self.due_above) = (share, seen, due, above);
+        (self.share, self.due, self.due_above) = (share, due, above);
         taken
     }
 
     /// Calls `visit(self, from)` once for each position `from` whose arc into `(k, to)` has
-    /// carried flow in this problem: its straight arc first, then its senders (which may
-    /// list a position twice). `seen` (`n` entries) marks the positions visited with a stamp
-    /// of this call's own.
-    fn each_sender(
-        &mut self,
-        k: usize,
-        to: usize,
-        seen: &mut [usize],
-        mut visit: impl FnMut(&mut Self, usize),
-    ) {
-        self.stamp += 1;
-        let (mark, node) = (self.stamp, k * self.n + to);
+    /// carried flow in this problem: its straight arc first, then its senders in order.
+    fn each_sender(&mut self, k: usize, to: usize, mut visit: impl FnMut(&mut Self, usize)) {
+        let node = k * self.n + to;
         // Straight arcs are not among the senders, except into the sink's position.
         if to != self.sink && k > 0 {
-            seen[to] = mark;
             visit(self, to);
         }
-        for p in 0..self.senders[node].len() {
-            let from = self.senders[node][p] as usize;
-            if seen[from] != mark {
-                seen[from] = mark;
+        for w in 0..self.words {
+            for from in ones(w, self.senders[node * self.words + w]) {
                 visit(self, from);
             }
         }
@@ -285,12 +364,25 @@ impl Workspace {
         first_in_chain(&mut self.links[base..base + self.n + 1], i)
     }
 
+    /// Every node of layers `1..top` is not reached yet.
+    pub(super) fn unreach(&mut self, top: usize) {
+        let (n, words) = (self.n, self.words);
+        for k in 1..top {
+            for (w, word) in self.unreached[k * words..(k + 1) * words]
+                .iter_mut()
+                .enumerate()
+            {
+                *word = span(w, 0, n);
+            }
+        }
+    }
+
     /// A breadth-first search reaches node `(k, i)` at `level`: labelled, queued and out of
-    /// its layer's chain of nodes not reached yet.
+    /// its layer's set of nodes not reached yet.
     pub(super) fn reach(&mut self, k: usize, i: usize, level: u32) {
         self.level[k * self.n + i] = level;
         self.queue.push((k * self.n + i) as u32);
-        self.unchain(k, i);
+        self.unreached[k * self.words + i / 64] &= !(1 << (i % 64));
     }
 
     /// Takes node `(k, i)` out of its layer's chain.
@@ -298,62 +390,44 @@ impl Workspace {
         self.links[k * (self.n + 1) + i] = (i + 1) as u32;
     }
 
-    /// Puts every node of layers `1..top` in the chain where `keep` says so.
-    pub(super) fn chain(&mut self, top: usize, keep: impl Fn(u32) -> bool) {
+    /// Puts every node of layers `1..top` in the chain.
+    pub(super) fn chain(&mut self, top: usize) {
         let n = self.n;
         for k in 1..top {
-            let levels = &self.level[k * n..(k + 1) * n];
             let links = &mut self.links[k * (n + 1)..(k + 1) * (n + 1)];
-            for (i, (link, &level)) in links.iter_mut().zip(levels).enumerate() {
-                *link = if keep(level) { i } else { i + 1 } as u32;
+            for (i, link) in links.iter_mut().enumerate() {
+                *link = i as u32;
             }
-            links[n] = n as u32;
         }
     }
 
-    /// Sorts the nodes of layers `1..top` into [`Self::buckets`] by their levels below `depth`.
+    /// Sorts the nodes of layers `1..top` into [`Self::at_level`] by their levels below
+    /// `depth`.
     pub(super) fn sort_by_level(&mut self, top: usize, depth: u32) {
-        let n = self.n;
+        let (n, words) = (self.n, self.words);
         let levels = depth as usize;
         self.levels = levels;
-        let wanted = (top + 1) * levels;
-        if self.buckets.len() < wanted {
-            self.buckets.resize_with(wanted, Vec::new);
-            self.bucket_links.resize_with(wanted, Vec::new);
-        }
-        self.buckets[..wanted].iter_mut().for_each(Vec::clear);
-        let sink = self.sink;
+        self.at_level.clear();
+        self.at_level.resize((top + 1) * levels * words, 0);
         for k in 1..top {
-            let order = std::iter::once(sink).chain((0..n).filter(|&i| i != sink));
-            for i in order {
+            for i in 0..n {
                 let level = self.level[k * n + i];
                 if level < depth {
-                    let bucket = &mut self.buckets[k * levels + level as usize];
-                    self.place[k * n + i] = bucket.len() as u32;
-                    bucket.push(i as u32);
+                    let set = k * levels + level as usize;
+                    self.at_level[set * words + i / 64] |= 1 << (i % 64);
                 }
             }
         }
-        for (bucket, links) in self.buckets[..wanted].iter().zip(&mut self.bucket_links) {
-            links.clear();
-            links.extend(0..=bucket.len() as u32);
-        }
-    }
-
-    /// The first position `≥ p` of bucket `b` still in its chain (its length when none is).
-    pub(super) fn bucket_from(&mut self, b: usize, p: usize) -> usize {
-        first_in_chain(&mut self.bucket_links[b], p)
     }
 
     /// Node `(k, i)` is a dead end for the rest of the phase.
     pub(super) fn bury(&mut self, k: usize, i: usize) {
         let level = std::mem::replace(&mut self.level[k * self.n + i], UNSEEN) as usize;
         self.unchain(k, i);
-        // Only layers 1..L have buckets.
+        // Only layers 1..L have sets of levels.
         if level < self.levels && (1..self.layers).contains(&k) {
-            let b = k * self.levels + level;
-            let p = self.place[k * self.n + i] as usize;
-            self.bucket_links[b][p] = (p + 1) as u32;
+            let set = k * self.levels + level;
+            self.at_level[set * self.words + i / 64] &= !(1 << (i % 64));
         }
     }
 }
