@@ -2,7 +2,7 @@
 //! Dinic's algorithm (Dinitz 1970) directly on the dense capacity matrices.
 //!
 //! Node `(k, i)` has index `k * n + i`. The capacities are read where a [`Graph`] keeps
-//! them, once for every problem; the flow, the levels and the chains of nodes still of use
+//! them, once for every problem; the flow, the levels and the sets of nodes still of use
 //! live in a [`Workspace`].
 
 use rayon::prelude::*;
@@ -38,8 +38,8 @@ pub struct Graph<'a> {
     feeders: Vec<usize>,
     /// Per layer and row, one past the row's last arc with any capacity, where scans down
     /// stop: in a causal model's layers row `i` ends at `i + 1`, and a scan reading on would
-    /// read the empty rest of the row wherever the chain of nodes not yet reached still
-    /// holds the later positions.
+    /// read the empty rest of the row wherever the set of nodes not yet reached still holds
+    /// the later positions.
     ends: Vec<Vec<u32>>,
 }
 

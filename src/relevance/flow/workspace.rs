@@ -54,8 +54,9 @@ pub struct Workspace {
     /// Per layer `k`, `words` words from `k * words`: the nodes no breadth-first search has
     /// reached yet.
     pub(super) unreached: Vec<u64>,
-    /// Per layer `k`, `n + 1` links from `k * (n + 1)`; following them from `i` reaches the
-    /// first node `≥ i` of layer `k` still in the chain (`n` when there is none).
+    /// The first phase's chains: per layer `k`, `n + 1` links from `k * (n + 1)`; following
+    /// them from `i` reaches the first node `≥ i` of layer `k` not found dead (`n` when there
+    /// is none).
     pub(super) links: Vec<u32>,
     pub(super) cursor: Vec<u32>,
     /// Per node, in a phase after the first: whether its scans down have tried the sink's
