@@ -370,7 +370,7 @@ impl Dinic<'_, '_> {
                 let caps = self.rows[k - 1].row(i);
                 let end = self.graph.ends[k - 1][i] as usize;
                 for word in 0..end.div_ceil(64) {
-                    let open = w.unreached[(k - 1) * words + word] & !w.full_word(k - 1, i, word);
+                    let open = w.unreached[(k - 1) * words + word] & !w.full_in(k - 1, i)[word];
                     for j in ones(word, open & span(word, 0, end)) {
                         if caps[j] - w.flow_on(k - 1, i, j) > self.zero {
                             w.reach(k - 1, j, here + 1);
@@ -637,7 +637,7 @@ impl Dinic<'_, '_> {
                 let caps = self.rows[k - 1].row(i);
                 let set = ((k - 1) * w.levels + next as usize) * words;
                 if !w.tried_sink[u] {
-                    let full = w.full_word(k - 1, i, sink / 64) >> (sink % 64) & 1 == 1;
+                    let full = contains(w.full_in(k - 1, i), sink);
                     if arc <= sink && contains(&w.at_level[set..], sink) && !full {
                         let residual = caps[sink] - w.flow_on(k - 1, i, sink);
                         if residual > self.zero {
@@ -650,7 +650,7 @@ impl Dinic<'_, '_> {
                     arc = 0;
                 }
                 for word in arc / 64..words {
-                    let mut open = w.at_level[set + word] & !w.full_word(k - 1, i, word);
+                    let mut open = w.at_level[set + word] & !w.full_in(k - 1, i)[word];
                     open &= span(word, arc, n);
                     if word == sink / 64 {
                         open &= !(1 << (sink % 64)); // tried first

@@ -98,6 +98,18 @@ pub(super) fn contains(bits: &[u64], i: usize) -> bool {
     bits[i / 64] >> (i % 64) & 1 == 1
 }
 
+/// Puts position `i` in the set whose words begin `bits`.
+#[inline(always)]
+fn insert(bits: &mut [u64], i: usize) {
+    bits[i / 64] |= 1 << (i % 64);
+}
+
+/// Takes position `i` out of the set whose words begin `bits`.
+#[inline(always)]
+fn remove(bits: &mut [u64], i: usize) {
+    bits[i / 64] &= !(1 << (i % 64));
+}
+
 /// The positions of the bits set in `bits`, word `w` of a set, in order.
 #[inline(always)]
 pub(super) fn ones(w: usize, mut bits: u64) -> impl Iterator<Item = usize> {
@@ -191,10 +203,10 @@ impl Workspace {
         self.full_rows.clear();
     }
 
-    /// Word `w` of the arcs of row `(k + 1, from)`, `k ≥ 1`, found full.
+    /// The arcs of row `(k + 1, from)`, `k ≥ 1`, found full, as a set of their heads.
     #[inline(always)]
-    pub(super) fn full_word(&self, k: usize, from: usize, w: usize) -> u64 {
-        self.full[k][from * self.words + w]
+    pub(super) fn full_in(&self, k: usize, from: usize) -> &[u64] {
+        &self.full[k][from * self.words..(from + 1) * self.words]
     }
 
     /// Arc `(k + 1, from) → (k, to)`, `k ≥ 1`, was found with its residual at or below the
@@ -206,7 +218,7 @@ impl Workspace {
             self.full_row[row] = true;
             self.full_rows.push(row as u32);
         }
-        self.full[k][from * self.words + to / 64] |= 1 << (to % 64);
+        insert(&mut self.full[k][from * self.words..], to);
     }
 
     /// The flow on arc `(k + 1, from) → (k, to)` (into layer 0, `to` is the sink).
@@ -241,7 +253,7 @@ impl Workspace {
         }
         if change < 0.0 && k > 0 {
             // Not full any more, if it was.
-            self.full[k][from * self.words + to / 64] &= !(1 << (to % 64));
+            remove(&mut self.full[k][from * self.words..], to);
         }
         after
     }
@@ -273,7 +285,7 @@ impl Workspace {
         if senders.iter().all(|&word| word == 0) {
             self.receivers.push(node as u32);
         }
-        senders[from / 64] |= 1 << (from % 64);
+        insert(senders, from);
     }
 
     /// Takes up to `amount` of the flow arriving at `(0, sink)` off the arcs that carry it
@@ -383,7 +395,7 @@ impl Workspace {
     pub(super) fn reach(&mut self, k: usize, i: usize, level: u32) {
         self.level[k * self.n + i] = level;
         self.queue.push((k * self.n + i) as u32);
-        self.unreached[k * self.words + i / 64] &= !(1 << (i % 64));
+        remove(&mut self.unreached[k * self.words..], i);
     }
 
     /// Takes node `(k, i)` out of its layer's chain.
@@ -415,7 +427,7 @@ impl Workspace {
                 let level = self.level[k * n + i];
                 if level < depth {
                     let set = k * levels + level as usize;
-                    self.at_level[set * words + i / 64] |= 1 << (i % 64);
+                    insert(&mut self.at_level[set * words..], i);
                 }
             }
         }
@@ -428,7 +440,7 @@ impl Workspace {
         // Only layers 1..L have sets of levels.
         if level < self.levels && (1..self.layers).contains(&k) {
             let set = k * self.levels + level;
-            self.at_level[set * self.words + i / 64] &= !(1 << (i % 64));
+            remove(&mut self.at_level[set * self.words..], i);
         }
     }
 }
