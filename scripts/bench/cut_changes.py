@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""How much of a minimum cut is new from one problem to the next (issue 31, eleventh session).
+
+A search that starts from an earlier problem's maximum flow (bert-explain's climb starts each
+layer's search from the layer below's) must still fill every arc of the new minimum cut that the
+earlier flow left unfilled, and an augmenting path or a push fills one at a time. So the arcs of
+the new cut that the earlier flow did not fill are a floor on what any warm-started search of
+that kind does. For a stack made by peaked_flow.py (the first LAYERS layers, heads averaged,
+0.5 A + 0.5 I) and each sink given, with cut_sides.py's Dinic:
+
+from (l - 1, SOURCE) to (l, SOURCE), the same sink, l = 3 .. LAYERS (the earlier flow kept on the
+layers both problems share, none yet on the new layer's arcs). Printed per problem: the flow, the
+arcs the cut crosses (capacity above 1e-15), how many of them the earlier flow left with room
+(more than 1e-15) and how many are on the new layer; and the same Dinic's amounts reaching the
+sink and arcs examined, started from the earlier flow (fed down the new straight arc) and from
+no flow. Where the new straight arc cannot carry the earlier flow, the row has only the search
+from no flow, and the next layer starts from its flow.
+
+    .venv-reference/bin/python scripts/bench/cut_changes.py STACK.npy LAYERS SOURCE SINK[,...]
+"""
+
+import sys
+
+import numpy as np
+
+from cut_sides import ZERO, dinic, layered
+
+
+def cut_arcs(net, level, layer_count, n):
+    """The arcs `(index, tail layer)` from the last search's reached nodes to the others."""
+    found = []
+    for k in range(1, layer_count + 1):
+        for i in range(n):
+            u = k * n + i
+            if level[u] < 0:
+                continue
+            for j in range(n):
+                e = 2 * ((k - 1) * n * n + i * n + j)
+                if level[(k - 1) * n + j] < 0 and net.residual[e] + net.residual[e ^ 1] > ZERO:
+                    found.append((e, k))
+    return found
+
+
+def compare(old_residual, net, level, layer_count, n):
+    """The cut's arcs, those left with room by the earlier flow on the shared layers, and those
+    on layers the earlier problem did not have."""
+    arcs = cut_arcs(net, level, layer_count, n)
+    shared = [e for e, k in arcs if e < len(old_residual)]
+    room = sum(1 for e in shared if old_residual[e] > ZERO)
+    return len(arcs), room, len(arcs) - len(shared)
+
+
+def main():
+    path, layer_count, position = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    sinks = [int(s) for s in sys.argv[4].split(",")]
+    stack = np.load(path, mmap_mode="r")
+    n = stack.shape[-1]
+    layers = [(0.5 * np.asarray(stack[k], dtype=np.float64).mean(axis=0) + 0.5 * np.eye(n)).tolist()
+              for k in range(layer_count)]
+    print("| sink | layer | flow | cut arcs | of them with room under the earlier flow | "
+          "on the new layer | warm: amounts, dfs + bfs | cold: amounts, dfs + bfs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for sink in sinks:
+        before = None
+        for top in range(2, layer_count + 1):
+            source = top * n + position
+            net = layered(layers[:top], n)
+            flow, cold, level = dinic(net, source, lambda u: u == sink)
+            warm = layered(layers[:top], n)
+            fits = False
+            if before is not None:
+                below, old = before
+                warm.residual[: len(old)] = old
+                straight = 2 * ((top - 1) * n * n + position * n + position)
+                fits = below <= warm.residual[straight]
+                warm.residual[straight] -= below
+                warm.residual[straight ^ 1] += below
+            if not fits:
+                # No earlier flow, or one the new straight arc cannot carry (the engine then
+                # reroutes it): the next layer starts from this one's flow from nothing.
+                print(f"| {sink} | {top} | {flow:.6g} | - | - | - | - | "
+                      f"{cold['amounts']:,}, {cold['dfs'] + cold['bfs']:,} |", flush=True)
+                before = (flow, net.residual)
+                continue
+            found, hot, _ = dinic(warm, source, lambda u: u == sink)
+            found += below
+            assert abs(found - flow) <= 1e-12 * flow, (found, flow)
+            cut, room, new = compare(old, net, level, top, n)
+            print(f"| {sink} | {top} | {flow:.6g} | {cut:,} | {room:,} | {new:,} | "
+                  f"{hot['amounts']:,}, {hot['dfs'] + hot['bfs']:,} | "
+                  f"{cold['amounts']:,}, {cold['dfs'] + cold['bfs']:,} |", flush=True)
+            before = (found, warm.residual)
+
+
+if __name__ == "__main__":
+    main()
