@@ -3,18 +3,17 @@
 
 A search that starts from an earlier problem's maximum flow (bert-explain's climb starts each
 layer's search from the layer below's) must still fill every arc of the new minimum cut that the
-earlier flow left unfilled, and an augmenting path or a push fills one at a time. So the arcs of
-the new cut that the earlier flow did not fill are a floor on what any warm-started search of
-that kind does. For a stack made by peaked_flow.py (the first LAYERS layers, heads averaged,
-0.5 A + 0.5 I) and each sink given, with cut_sides.py's Dinic:
-
-from (l - 1, SOURCE) to (l, SOURCE), the same sink, l = 3 .. LAYERS (the earlier flow kept on the
-layers both problems share, none yet on the new layer's arcs). Printed per problem: the flow, the
-arcs the cut crosses (capacity above 1e-15), how many of them the earlier flow left with room
-(more than 1e-15) and how many are on the new layer; and the same Dinic's amounts reaching the
-sink and arcs examined, started from the earlier flow (fed down the new straight arc) and from
-no flow. Where the new straight arc cannot carry the earlier flow, the row has only the search
-from no flow, and the next layer starts from its flow.
+earlier flow left with room, and an augmenting path fills at most one of them unless it crosses
+the cut more than once (back across it and forward again; not counted here). So those arcs are,
+less such paths, a floor on the amounts such a search sends into the sink. For a stack made by peaked_flow.py (the
+first LAYERS layers, heads averaged, 0.5 A + 0.5 I), each sink given and l = 3 .. LAYERS, the
+problem from (l, SOURCE) is set beside the one from (l - 1, SOURCE) into the same sink, solved by
+cut_sides.py's Dinic. Printed per problem: the flow, the arcs the cut crosses (capacity above
+1e-15), how many of them the earlier flow left with room (more than 1e-15) and how many are on
+the new layer; then the same Dinic's amounts reaching the sink and arcs examined, started from
+the earlier flow (kept on the layers both problems share and fed down the new straight arc) and
+from no flow. Where the new straight arc cannot carry the earlier flow, the row has only the
+search from no flow, and the next layer starts from its flow.
 
     .venv-reference/bin/python scripts/bench/cut_changes.py STACK.npy LAYERS SOURCE SINK[,...]
 """
@@ -27,7 +26,7 @@ from cut_sides import ZERO, dinic, layered
 
 
 def cut_arcs(net, level, layer_count, n):
-    """The arcs `(index, tail layer)` from the last search's reached nodes to the others."""
+    """The arcs (their indices) from the last search's reached nodes to the others."""
     found = []
     for k in range(1, layer_count + 1):
         for i in range(n):
@@ -37,7 +36,7 @@ def cut_arcs(net, level, layer_count, n):
             for j in range(n):
                 e = 2 * ((k - 1) * n * n + i * n + j)
                 if level[(k - 1) * n + j] < 0 and net.residual[e] + net.residual[e ^ 1] > ZERO:
-                    found.append((e, k))
+                    found.append(e)
     return found
 
 
@@ -45,7 +44,7 @@ def compare(old_residual, net, level, layer_count, n):
     """The cut's arcs, those left with room by the earlier flow on the shared layers, and those
     on layers the earlier problem did not have."""
     arcs = cut_arcs(net, level, layer_count, n)
-    shared = [e for e, k in arcs if e < len(old_residual)]
+    shared = [e for e in arcs if e < len(old_residual)]
     room = sum(1 for e in shared if old_residual[e] > ZERO)
     return len(arcs), room, len(arcs) - len(shared)
 
