@@ -20,9 +20,7 @@ search from no flow, and the next layer starts from its flow.
 
 import sys
 
-import numpy as np
-
-from cut_sides import ZERO, dinic, layered
+from cut_sides import ZERO, dinic, layered, problem
 
 
 def cut_arcs(net, level, layer_count, n):
@@ -50,12 +48,7 @@ def compare(old_residual, net, level, layer_count, n):
 
 
 def main():
-    path, layer_count, position = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    sinks = [int(s) for s in sys.argv[4].split(",")]
-    stack = np.load(path, mmap_mode="r")
-    n = stack.shape[-1]
-    layers = [(0.5 * np.asarray(stack[k], dtype=np.float64).mean(axis=0) + 0.5 * np.eye(n)).tolist()
-              for k in range(layer_count)]
+    layers, n, layer_count, position, sinks = problem(sys.argv)
     print("| sink | layer | flow | cut arcs | of them with room under the earlier flow | "
           "on the new layer | warm: amounts, dfs + bfs | cold: amounts, dfs + bfs |")
     print("|---|---|---|---|---|---|---|---|")

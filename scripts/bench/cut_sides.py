@@ -113,14 +113,20 @@ def dinic(net, source, is_sink):
             total += got
 
 
-def main():
-    path, layer_count, position = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    sinks = [int(s) for s in sys.argv[4].split(",")]
+def problem(argv):
+    """`STACK.npy LAYERS SOURCE SINK[,...]`: the first LAYERS layers as bert-explain builds
+    the graph (heads averaged, 0.5 A + 0.5 I), as lists of rows, with n, the layer count, the
+    source's position and the sinks."""
+    path, layer_count, position = argv[1], int(argv[2]), int(argv[3])
     stack = np.load(path, mmap_mode="r")
     n = stack.shape[-1]
-    layers = [0.5 * np.asarray(stack[k], dtype=np.float64).mean(axis=0) + 0.5 * np.eye(n)
+    layers = [(0.5 * np.asarray(stack[k], dtype=np.float64).mean(axis=0) + 0.5 * np.eye(n)).tolist()
               for k in range(layer_count)]
-    layers = [m.tolist() for m in layers]
+    return layers, n, layer_count, position, [int(s) for s in argv[4].split(",")]
+
+
+def main():
+    layers, n, layer_count, position, sinks = problem(sys.argv)
     source = layer_count * n + position
     spare = (layer_count + 1) * n
     print("| sink | flow | plain: dfs, bfs, amounts | column: dfs, bfs, amounts, ok | "
