@@ -64,9 +64,10 @@ def layered(layers, n, keep=lambda u, v: True):
     return net
 
 
-def dinic(net, source, is_sink):
-    """The maximum flow's value, the counts, and the levels of the last breadth-first search."""
-    count = {"dfs": 0, "bfs": 0, "amounts": 0, "phases": 0}
+def dinic(net, source, is_sink, usable=ZERO, count=None):
+    """The maximum flow's value, the counts, and the levels of the last breadth-first search.
+    Only residuals above `usable` are used (ZERO: all of them); `count`, if given, is added to."""
+    count = count if count is not None else {"dfs": 0, "bfs": 0, "amounts": 0, "phases": 0}
     residual, head, out = net.residual, net.head, net.out
     total = 0.0
     while True:
@@ -81,7 +82,7 @@ def dinic(net, source, is_sink):
                 continue
             for e in out[u]:
                 count["bfs"] += 1
-                if residual[e] > ZERO and level[head[e]] < 0:
+                if residual[e] > usable and level[head[e]] < 0:
                     level[head[e]] = level[u] + 1
                     queue.append(head[e])
         if not reached:
@@ -100,12 +101,12 @@ def dinic(net, source, is_sink):
                 count["dfs"] += 1
                 v = head[e]
                 got = 0.0
-                if residual[e] > ZERO and level[v] == level[u] + 1:
+                if residual[e] > usable and level[v] == level[u] + 1:
                     got = push(v, min(residual[e], limit - sent))
                     residual[e] -= got
                     residual[e ^ 1] += got
                     sent += got
-                if residual[e] <= ZERO or got <= 0.0:
+                if residual[e] <= usable or got <= 0.0:
                     cursor[u] += 1
             return sent
 
