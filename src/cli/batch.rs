@@ -36,15 +36,12 @@ pub fn run(args: &Args, input: &Path, batch: Batch) -> anyhow::Result<()> {
     };
     // A file is read twice, first to count its lines for the bar; standard input once.
     let bar = match stdin {
-        true => indicatif::ProgressBar::no_length().with_style(
-            indicatif::ProgressStyle::with_template(&format!("{{pos}} {noun}, {{per_sec}}"))
-                .expect("the progress template is valid"),
-        ),
+        true => indicatif::ProgressBar::no_length()
+            .with_style(super::bar_style(&format!("{{pos}} {noun}, {{rate}}"))),
         false => indicatif::ProgressBar::new(examples(open()?).count() as u64).with_style(
-            indicatif::ProgressStyle::with_template(&format!(
-                "{{bar:40}} {{pos}}/{{len}} {noun}, {{per_sec}}, {{eta}} left"
-            ))
-            .expect("the progress template is valid"),
+            super::bar_style(&format!(
+                "{{bar:40}} {{pos}}/{{len}} {noun}, {{rate}}, {{eta}} left"
+            )),
         ),
     };
     let start = std::time::Instant::now();

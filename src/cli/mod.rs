@@ -25,7 +25,7 @@ use bert_explain::{
     Report, Terminal,
 };
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle};
 
 mod args;
 mod batch;
@@ -300,15 +300,35 @@ fn explain_file(
     Ok(explain_attention(&name, &stack, tokens, options)?)
 }
 
+/// A progress bar's style from an indicatif template, with `{rate}` for the items done a
+/// second: whole numbers from 10 up, one decimal from 1, two below (indicatif's `{per_sec}`
+/// prints four).
+pub(crate) fn bar_style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .expect("the progress template is valid")
+        .with_key(
+            "rate",
+            |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+                let _ = out.write_str(&rate(state.per_sec()));
+            },
+        )
+}
+
+/// Items a second as the bars print them (see [`bar_style`]).
+fn rate(per_sec: f64) -> String {
+    match per_sec {
+        r if r >= 10.0 => format!("{r:.0}/s"),
+        r if r >= 1.0 => format!("{r:.1}/s"),
+        r => format!("{r:.2}/s"),
+    }
+}
+
 /// The bar on stderr for a long flow, from one position or every position (drawn only when
 /// stderr is a terminal and the flow has run for a second; cleared when the last flow is
 /// done, or when the options holding it are dropped after an error).
 pub fn flow_progress() -> Progress {
     let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden())
-        .with_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} flows, {per_sec}, {eta} left")
-                .expect("the progress template is valid"),
-        )
+        .with_style(bar_style("{bar:40} {pos}/{len} flows, {rate}, {eta} left"))
         .with_finish(ProgressFinish::AndClear);
     // Shown once a flow has run for a second: a quick one leaves no trace on stderr. One
     // position's flow counts its sinks, every position's its (layer, sink) pairs, each a
@@ -332,4 +352,18 @@ pub fn flow_progress() -> Progress {
             *started = None;
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate;
+
+    #[test]
+    fn rates_print_with_as_many_digits_as_they_need() {
+        assert_eq!(rate(115.6596), "116/s");
+        assert_eq!(rate(10.0), "10/s");
+        assert_eq!(rate(2.345), "2.3/s");
+        assert_eq!(rate(0.4567), "0.46/s");
+        assert_eq!(rate(0.0), "0.00/s");
+    }
 }
