@@ -53,21 +53,28 @@ class Network:
         self.residual.append(0.0)
 
 
-def layered(layers, n, keep=lambda u, v: True):
-    """The attention graph: `(k, i) → (k - 1, j)` of capacity `layers[k - 1][i][j]`."""
+def layered(layers, n, keep=lambda u, v: True, turned=False):
+    """The attention graph: `(k, i) → (k - 1, j)` of capacity `layers[k - 1][i][j]`, or with
+    every arc turned round, `(k - 1, j) → (k, i)`."""
     net = Network((len(layers) + 1) * n + 1)
     for k in range(1, len(layers) + 1):
         for i in range(n):
             for j in range(n):
-                if keep(k * n + i, (k - 1) * n + j):
-                    net.arc(k * n + i, (k - 1) * n + j, layers[k - 1][i][j])
+                u, v = k * n + i, (k - 1) * n + j
+                if keep(u, v):
+                    net.arc(*((v, u) if turned else (u, v)), layers[k - 1][i][j])
     return net
+
+
+def counts():
+    """What a search counts, all at zero."""
+    return {"dfs": 0, "bfs": 0, "amounts": 0, "phases": 0}
 
 
 def dinic(net, source, is_sink, usable=ZERO, count=None):
     """The maximum flow's value, the counts, and the levels of the last breadth-first search.
     Only residuals above `usable` are used (ZERO: all of them); `count`, if given, is added to."""
-    count = count if count is not None else {"dfs": 0, "bfs": 0, "amounts": 0, "phases": 0}
+    count = count if count is not None else counts()
     residual, head, out = net.residual, net.head, net.out
     total = 0.0
     while True:

@@ -13,17 +13,7 @@ the amounts reaching the sink, and the turned search's examined arcs over the pl
 
 import sys
 
-from cut_sides import Network, dinic, layered, problem
-
-
-def turned(layers, n):
-    """The attention graph with every arc turned round: `(k - 1, j) → (k, i)`."""
-    net = Network((len(layers) + 1) * n + 1)
-    for k in range(1, len(layers) + 1):
-        for i in range(n):
-            for j in range(n):
-                net.arc((k - 1) * n + j, k * n + i, layers[k - 1][i][j])
-    return net
+from cut_sides import dinic, layered, problem
 
 
 def main():
@@ -34,7 +24,7 @@ def main():
     print("|---|---|---|---|---|")
     for sink in sinks:
         plain, p, _ = dinic(layered(layers, n), source, lambda u: u == sink)
-        back, q, _ = dinic(turned(layers, n), sink, lambda u: u == source)
+        back, q, _ = dinic(layered(layers, n, turned=True), sink, lambda u: u == source)
         assert abs(back - plain) <= 1e-12 * plain, (back, plain)
         ratio = (q["dfs"] + q["bfs"]) / (p["dfs"] + p["bfs"])
         print(f"| {sink} | {plain:.6g} | {p['dfs']:,} + {p['bfs']:,} ({p['phases']}), "

@@ -15,13 +15,13 @@ breadth-first searches examine, and the amounts reaching the sink.
 
 import sys
 
-from cut_sides import ZERO, dinic, layered, problem
+from cut_sides import ZERO, counts, dinic, layered, problem
 
 
 def scaled(layers, n, source, sink, factor):
     """The flow with δ falling by `factor` from 1/factor to the zero, and the summed counts."""
     net = layered(layers, n)
-    count = {"dfs": 0, "bfs": 0, "amounts": 0, "phases": 0}
+    count = counts()
     total, delta = 0.0, 1.0 / factor
     while True:
         total += dinic(net, source, lambda u: u == sink, max(delta, ZERO), count)[0]
@@ -34,8 +34,9 @@ def main():
     layers, n, layer_count, position, sinks = problem(sys.argv)
     factors = [float(f) for f in sys.argv[5].split(",")]
     source = layer_count * n + position
-    print("| sink | flow | plain: dfs + bfs, amounts | "
-          + " | ".join(f"δ ÷ {f:g}: dfs + bfs, amounts, over plain" for f in factors) + " |")
+    print("| sink | flow | plain: dfs + bfs (phases), amounts | "
+          + " | ".join(f"δ ÷ {f:g}: dfs + bfs (phases), amounts, over plain" for f in factors)
+          + " |")
     print("|---|---|---|" + "---|" * len(factors))
     for sink in sinks:
         plain, p, _ = dinic(layered(layers, n), source, lambda u: u == sink)
