@@ -1,7 +1,7 @@
 //! Attention arrays in, maps out: the checks and the maps of `--attention`.
 
 use bert_explain::attention::checked_attention;
-use bert_explain::cli::{output_files, view, write_outputs};
+use bert_explain::cli::{flow_progress, output_files, view, write_outputs};
 use bert_explain::explain::{attention_target, explain_attention as explain_stack};
 use bert_explain::relevance::AttentionGraph;
 use bert_explain::report::{Explained, Format, GeneratedView};
@@ -67,6 +67,7 @@ pub fn attention_maps<'py>(
     let relevance = options::parse(options, &["fusion", "residual"])?
         .explain
         .relevance;
+    let bar = flow_progress();
     let (values, shape) = py
         .detach(|| -> bert_explain::Result<(Vec<f64>, Vec<usize>)> {
             let stack = stack(data, shape, precision)?;
@@ -76,9 +77,9 @@ pub fn attention_maps<'py>(
             Ok(match which {
                 "raw" => (row_major(graph.raw(at()?)?), vec![layers, n]),
                 "rollout" => (row_major(graph.rollout(at()?)?), vec![layers, n]),
-                "flow" => (row_major(graph.flow(at()?)), vec![layers, n]),
+                "flow" => (row_major(graph.flow_with(at()?, &*bar.0)), vec![layers, n]),
                 _ => {
-                    let all = graph.all_positions(&|_, _| {})?;
+                    let all = graph.all_positions(&*bar.0)?;
                     let maps = [all.rollout, all.flow, all.raw].into_iter().flatten();
                     (row_major(maps.flatten()), vec![3, layers, n, n])
                 }

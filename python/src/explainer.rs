@@ -5,7 +5,7 @@
 use std::io::Cursor;
 
 use bert_explain::batch::{explain_record, is_blank, Batch};
-use bert_explain::causal::CausalExplainer;
+use bert_explain::causal::{CausalExplainer, CausalOptions};
 use bert_explain::cli::{
     output_files, refuse_for_task, view, write_outputs, CAUSAL_OPTIONS, ENCODER_OPTIONS,
 };
@@ -165,7 +165,9 @@ impl Explainer {
         lines: Vec<(usize, Bound<'_, PyAny>)>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<Option<String>>> {
-        let options = self.options(options, false)?;
+        let mut options = self.options(options, false)?;
+        // As batch mode: no bar for one line's flow.
+        options.explain.progress = None;
         let causal;
         let batch = match &self.inner {
             Loaded::Encoder(inner) => Batch::Encoder(inner, &options.explain),
@@ -253,7 +255,10 @@ fn explain_prompts(
     prompts: &[String],
     options: &Options,
 ) -> PyResult<Vec<String>> {
-    let causal = options.causal.options(&options.explain);
+    let causal = CausalOptions {
+        progress: options.explain.progress.clone(),
+        ..options.causal.options(&options.explain)
+    };
     let token = options.causal.figure_token;
     if token.is_some() && options.figures.is_empty() && options.html.is_none() {
         return Err(usage(

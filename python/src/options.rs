@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use bert_explain::cli::CausalArgs;
+use bert_explain::cli::{flow_progress, CausalArgs};
 use bert_explain::explain::{EvaluateOptions, DEFAULT_IG_STEPS, MAX_IG_STEPS};
 use bert_explain::importance::Blank;
 use bert_explain::methods::Mixing;
@@ -145,7 +145,8 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             .unwrap_or(ExplainOptions::default().top_k),
         relevance: RelevanceOptions { fusion, residual },
         all_positions: flag("all_positions")?,
-        progress: None,
+        // The command line's bar for a long flow: on stderr, where that is a terminal.
+        progress: Some(flow_progress()),
         mixing: string("mixing")?
             .map(|m| Mixing::parse_list(&m))
             .transpose()

@@ -1,0 +1,71 @@
+"""A long flow from Python shows the command line's progress bar on stderr where stderr is a
+terminal (after a second, as `bert-explain` draws it), and writes nothing where it is not."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+
+# A flow from every position on peaked random attention (softmax of N(0, 4²) logits, 12
+# layers, n = 56) takes a few seconds: long enough for the bar, which waits a second.
+CHILD = """
+import sys, time
+import numpy as np
+import bert_explain
+
+rng = np.random.default_rng(128)
+logits = rng.normal(0, 4, size=(12, 1, 56, 56))
+attention = np.exp(logits - logits.max(-1, keepdims=True))
+attention /= attention.sum(-1, keepdims=True)
+for call in (
+    lambda: bert_explain.all_positions(attention),
+    lambda: bert_explain.explain_attention(attention, target=0, all_positions=True),
+):
+    started = time.monotonic()
+    call()
+    print(f"{time.monotonic() - started:.2f}", flush=True)
+    sys.stderr.write("call done\\n")
+    sys.stderr.flush()
+"""
+
+
+def run_child(stderr_is_terminal: bool) -> tuple[list[float], str]:
+    """The child's seconds per call, and what it wrote on stderr."""
+    command = [sys.executable, "-c", CHILD]
+    if not stderr_is_terminal:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
+        return [float(s) for s in done.stdout.split()], done.stderr
+    main, side = pty.openpty()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=side, text=True)
+    os.close(side)
+    written = b""
+    while True:  # read as it comes, so that the bar's redraws never fill the terminal
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the child closed its side
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(main)
+    stdout, _ = child.communicate(timeout=600)
+    assert child.returncode == 0, written.decode(errors="replace")
+    return [float(s) for s in stdout.split()], written.decode(errors="replace")
+
+
+def test_a_long_flow_shows_the_bar_in_a_terminal():
+    seconds, stderr = run_child(stderr_is_terminal=True)
+    # Otherwise this stack is too quick to show the bar here, and the test needs a larger one.
+    assert min(seconds) > 1.2, seconds
+    first, second, rest = stderr.split("call done")
+    for call in (first, second):
+        assert "flows" in call and "left" in call, stderr
+    assert rest.strip() == ""
+
+
+def test_no_bar_where_stderr_is_not_a_terminal():
+    seconds, stderr = run_child(stderr_is_terminal=False)
+    assert min(seconds) > 1.2, seconds
+    assert stderr == "call done\ncall done\n"
