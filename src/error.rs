@@ -199,6 +199,9 @@ pub enum Error {
     #[error("the token {token:?} has id {id}, but the model's embedding table has only {rows} rows; the tokenizer and the weights do not belong together")]
     TokenOutsideEmbeddings { token: String, id: u32, rows: usize },
 
+    #[error("the flow was stopped before it was done, as its caller asked")]
+    Interrupted,
+
     #[error("the tensor computation failed: {0}")]
     Candle(#[from] candle_core::Error),
 

@@ -7,6 +7,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 use std::sync::{Arc, Mutex};
 
@@ -126,7 +127,8 @@ fn every_flow_reports_its_progress_to_the_end() {
     let record = Arc::clone(&seen);
     let told = CausalOptions {
         progress: Some(Progress(Arc::new(move |done, total| {
-            record.lock().unwrap().push((done, total))
+            record.lock().unwrap().push((done, total));
+            ControlFlow::Continue(())
         }))),
         ..quiet.clone()
     };

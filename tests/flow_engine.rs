@@ -5,10 +5,14 @@
 #[path = "../benches/support/random_attention.rs"]
 mod random_attention;
 
+use std::ops::ControlFlow;
+use std::sync::Mutex;
+
 use bert_explain::attention::Matrix;
 use bert_explain::relevance::{
-    flow, flow_from_every_position, flow_from_every_position_with, max_flow,
+    flow, flow_from_every_position, flow_from_every_position_with, flow_with, max_flow,
 };
+use bert_explain::Error;
 use petgraph::algo::dinics;
 use petgraph::graph::{DiGraph, NodeIndex};
 use proptest::prelude::*;
@@ -155,14 +159,55 @@ fn larger_graphs_agree_with_petgraph_from_every_layer() {
 #[test]
 fn every_position_reports_its_progress_to_the_end() {
     let graph = random_attention::augmented_attention(3, 7, 5);
-    let seen = std::sync::Mutex::new(Vec::new());
+    let seen = Mutex::new(Vec::new());
     let all = flow_from_every_position_with(&graph, &|done, total| {
-        seen.lock().unwrap().push((done, total))
+        seen.lock().unwrap().push((done, total));
+        ControlFlow::Continue(())
     });
-    assert_eq!(all, flow_from_every_position(&graph));
+    assert_eq!(all.unwrap(), flow_from_every_position(&graph));
     let mut seen = seen.into_inner().unwrap();
     seen.sort();
     assert_eq!(seen, (1..=21).map(|done| (done, 21)).collect::<Vec<_>>());
+}
+
+/// A progress that asks to stop at its `at`-th call, recording every call.
+fn stop_at(
+    at: usize,
+    seen: &Mutex<Vec<usize>>,
+) -> impl Fn(usize, usize) -> ControlFlow<()> + Sync + '_ {
+    move |done, _| {
+        seen.lock().unwrap().push(done);
+        match done >= at {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
+    }
+}
+
+#[test]
+fn a_flow_stops_when_its_progress_asks_and_fails_as_interrupted() {
+    let graph = random_attention::augmented_attention(6, 40, 11);
+    // One position: 40 sinks, stopped at the third; the sinks under way on other threads end.
+    let seen = Mutex::new(Vec::new());
+    let one = flow_with(&graph, 5, &stop_at(3, &seen));
+    assert!(matches!(one, Err(Error::Interrupted)), "{one:?}");
+    let calls = seen.into_inner().unwrap().len();
+    assert!(
+        (3..3 + rayon::current_num_threads()).contains(&calls),
+        "{calls} of 40"
+    );
+    // Every position: 6 × 40 (layer, sink) counts, stopped at the first.
+    let seen = Mutex::new(Vec::new());
+    let all = flow_from_every_position_with(&graph, &stop_at(1, &seen));
+    assert!(matches!(all, Err(Error::Interrupted)));
+    let calls = seen.into_inner().unwrap().len();
+    assert!(
+        (1..1 + rayon::current_num_threads()).contains(&calls),
+        "{calls} of 240"
+    );
+    // Unwatched, the same flows run to the end.
+    let watched = flow_with(&graph, 5, &|_, _| ControlFlow::Continue(()));
+    assert_eq!(watched.unwrap(), flow(&graph, 5));
 }
 
 #[test]

@@ -3,7 +3,8 @@
 The Rust library does all the work (the same code as the ``bert-explain`` command line);
 this package hands it NumPy arrays and texts and returns NumPy arrays and the command line's
 JSON reports as dicts. Computations release the GIL. A flow that runs for more than a second
-shows the command line's progress bar on stderr, where stderr is a terminal.
+shows the command line's progress bar on stderr, where stderr is a terminal, and Ctrl-C stops
+it with ``KeyboardInterrupt``.
 
 On attention you already have (``[layers, heads, n, n]`` or ``[layers, n, n]`` softmax
 probabilities, as ``--attention`` takes them; a NumPy array, anything with ``__array__``

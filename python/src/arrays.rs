@@ -1,7 +1,7 @@
 //! Attention arrays in, maps out: the checks and the maps of `--attention`.
 
 use bert_explain::attention::checked_attention;
-use bert_explain::cli::{flow_progress, output_files, view, write_outputs};
+use bert_explain::cli::{output_files, view, write_outputs};
 use bert_explain::explain::{attention_target, explain_attention as explain_stack};
 use bert_explain::relevance::AttentionGraph;
 use bert_explain::report::{Explained, Format, GeneratedView};
@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{to_py, usage};
+use crate::interrupt::interruptible;
 use crate::options;
 
 /// The stack in `data` (native-endian f64, row-major, `shape`), whose values were stored as
@@ -67,25 +68,26 @@ pub fn attention_maps<'py>(
     let relevance = options::parse(options, &["fusion", "residual"])?
         .explain
         .relevance;
-    let bar = flow_progress();
-    let (values, shape) = py
-        .detach(|| -> bert_explain::Result<(Vec<f64>, Vec<usize>)> {
-            let stack = stack(data, shape, precision)?;
-            let (layers, n) = (stack.layers(), stack.len());
-            let graph = AttentionGraph::new(&stack, relevance)?;
-            let at = || attention_target(&positions(n), target);
-            Ok(match which {
-                "raw" => (row_major(graph.raw(at()?)?), vec![layers, n]),
-                "rollout" => (row_major(graph.rollout(at()?)?), vec![layers, n]),
-                "flow" => (row_major(graph.flow_with(at()?, &*bar.0)), vec![layers, n]),
-                _ => {
-                    let all = graph.all_positions(&*bar.0)?;
-                    let maps = [all.rollout, all.flow, all.raw].into_iter().flatten();
-                    (row_major(maps.flatten()), vec![3, layers, n, n])
-                }
-            })
+    let (values, shape) = interruptible(py, |progress| {
+        let stack = stack(data, shape, precision)?;
+        let (layers, n) = (stack.layers(), stack.len());
+        let graph = AttentionGraph::new(&stack, relevance)?;
+        let at = || attention_target(&positions(n), target);
+        let progress = &*progress.0;
+        Ok(match which {
+            "raw" => (row_major(graph.raw(at()?)?), vec![layers, n]),
+            "rollout" => (row_major(graph.rollout(at()?)?), vec![layers, n]),
+            "flow" => (
+                row_major(graph.flow_with(at()?, progress)?),
+                vec![layers, n],
+            ),
+            _ => {
+                let all = graph.all_positions(progress)?;
+                let maps = [all.rollout, all.flow, all.raw].into_iter().flatten();
+                (row_major(maps.flatten()), vec![3, layers, n, n])
+            }
         })
-        .map_err(to_py)?;
+    })?;
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
     Ok((PyBytes::new(py, &bytes), shape))
 }
@@ -114,15 +116,15 @@ pub fn explain_attention(
         "html",
     ];
     let options = options::parse(options, &allowed)?;
-    py.detach(|| -> anyhow::Result<String> {
+    interruptible(py, |progress| {
         let files = output_files(&options.figures, options.html.as_deref(), &[])?;
         let stack = stack(data, shape, precision)?;
-        let report = explain_stack(name, &stack, options.tokens.clone(), &options.explain)?;
+        let explain = options::watched(&options.explain, progress);
+        let report = explain_stack(name, &stack, options.tokens.clone(), &explain)?;
         let shown = view(report, options.hide_special);
         write_outputs(files, &shown, |_| {})?;
         json(&shown)
     })
-    .map_err(to_py)
 }
 
 /// The report as `--json` prints it.

@@ -11,6 +11,7 @@ use bert_explain::cli::{
 };
 use bert_explain::evaluate::{Evaluation, Summary};
 use bert_explain::input::{Lines, LINE_LIMIT};
+use bert_explain::relevance::Progress;
 use bert_explain::report::{Explained, Format, GeneratedView, OutputFile};
 use bert_explain::{DeviceChoice, Loaded, ModelSource};
 use pyo3::prelude::*;
@@ -18,6 +19,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::arrays::json;
 use crate::errors::{to_py, usage};
+use crate::interrupt::interruptible;
 use crate::options::{self, Options};
 
 /// The outputs one text may have besides its report.
@@ -165,9 +167,7 @@ impl Explainer {
         lines: Vec<(usize, Bound<'_, PyAny>)>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<Option<String>>> {
-        let mut options = self.options(options, false)?;
-        // As batch mode: no bar for one line's flow.
-        options.explain.progress = None;
+        let options = self.options(options, false)?;
         let causal;
         let batch = match &self.inner {
             Loaded::Encoder(inner) => Batch::Encoder(inner, &options.explain),
@@ -218,23 +218,24 @@ fn explain_texts(
     texts: &[String],
     options: &Options,
 ) -> PyResult<Vec<String>> {
-    each_text(py, texts, options, |text, files| {
-        let report = inner.explain(text, &options.explain)?;
+    each_text(py, texts, options, |text, files, progress| {
+        let report = inner.explain(text, &options::watched(&options.explain, progress))?;
         let shown = view(report, options.hide_special);
         write_outputs(files, &shown, |_| {})?;
         json(&shown)
     })
 }
 
-/// `one(text, files)` for each text with the GIL released, the first text getting the
-/// figure and page files the options name (created before any model runs).
+/// `one(text, files, progress)` for each text with the GIL released and Ctrl-C heard
+/// ([`interruptible`]), the first text getting the figure and page files the options name
+/// (created before any model runs).
 fn each_text(
     py: Python<'_>,
     texts: &[String],
     options: &Options,
-    one: impl Fn(&str, Vec<(OutputFile, Format)>) -> anyhow::Result<String> + Sync,
+    one: impl Fn(&str, Vec<(OutputFile, Format)>, &Progress) -> anyhow::Result<String> + Sync,
 ) -> PyResult<Vec<String>> {
-    py.detach(|| -> anyhow::Result<Vec<String>> {
+    interruptible(py, |progress| {
         let mut files = Some(output_files(
             &options.figures,
             options.html.as_deref(),
@@ -242,10 +243,9 @@ fn each_text(
         )?);
         texts
             .iter()
-            .map(|text| one(text, files.take().unwrap_or_default()))
+            .map(|text| one(text, files.take().unwrap_or_default(), progress))
             .collect()
     })
-    .map_err(to_py)
 }
 
 /// The causal report of each prompt, and the figure and page of the one prompt there may be.
@@ -255,10 +255,7 @@ fn explain_prompts(
     prompts: &[String],
     options: &Options,
 ) -> PyResult<Vec<String>> {
-    let causal = CausalOptions {
-        progress: options.explain.progress.clone(),
-        ..options.causal.options(&options.explain)
-    };
+    let causal = options.causal.options(&options.explain);
     let token = options.causal.figure_token;
     if token.is_some() && options.figures.is_empty() && options.html.is_none() {
         return Err(usage(
@@ -272,8 +269,12 @@ fn explain_prompts(
             generate,
         }));
     }
-    each_text(py, prompts, options, |prompt, files| {
-        let report = inner.explain(prompt, &causal)?;
+    each_text(py, prompts, options, |prompt, files, progress| {
+        let watched = CausalOptions {
+            progress: Some(progress.clone()),
+            ..causal.clone()
+        };
+        let report = inner.explain(prompt, &watched)?;
         let shown = Explained::from(GeneratedView::new(report, token)?);
         write_outputs(files, &shown, |_| {})?;
         json(&shown)

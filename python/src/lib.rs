@@ -7,6 +7,7 @@
 mod arrays;
 mod errors;
 mod explainer;
+mod interrupt;
 mod options;
 
 use pyo3::prelude::*;

@@ -5,10 +5,11 @@
 
 use std::path::PathBuf;
 
-use bert_explain::cli::{flow_progress, CausalArgs};
+use bert_explain::cli::CausalArgs;
 use bert_explain::explain::{EvaluateOptions, DEFAULT_IG_STEPS, MAX_IG_STEPS};
 use bert_explain::importance::Blank;
 use bert_explain::methods::Mixing;
+use bert_explain::relevance::Progress;
 use bert_explain::report::Format;
 use bert_explain::{ExplainOptions, HeadFusion, RelevanceOptions};
 use pyo3::prelude::*;
@@ -145,8 +146,9 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             .unwrap_or(ExplainOptions::default().top_k),
         relevance: RelevanceOptions { fusion, residual },
         all_positions: flag("all_positions")?,
-        // The command line's bar for a long flow: on stderr, where that is a terminal.
-        progress: Some(flow_progress()),
+        // None for batch lines, as batch mode; for the rest, the bar and the stop for Ctrl-C
+        // that interrupt.rs makes where the work runs.
+        progress: None,
         mixing: string("mixing")?
             .map(|m| Mixing::parse_list(&m))
             .transpose()
@@ -200,4 +202,12 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
         tokens: strings("tokens")?,
         mixing_all: string("mixing")?.is_some_and(|m| Mixing::names_all(&m)),
     })
+}
+
+/// `explain` with `progress` told how its flows advance.
+pub fn watched(explain: &ExplainOptions, progress: &Progress) -> ExplainOptions {
+    ExplainOptions {
+        progress: Some(progress.clone()),
+        ..explain.clone()
+    }
 }

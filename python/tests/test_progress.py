@@ -1,16 +1,19 @@
 """A long flow from Python shows the command line's progress bar on stderr where stderr is a
-terminal (after a second, as `bert-explain` draws it), and writes nothing where it is not."""
+terminal (after a second, as `bert-explain` draws it), writes nothing where it is not, and
+stops on Ctrl-C (SIGINT) with KeyboardInterrupt instead of running to its end."""
 
 from __future__ import annotations
 
 import os
 import pty
+import signal
 import subprocess
 import sys
+import time
 
 # A flow from every position on peaked random attention (softmax of N(0, 4²) logits, 12
 # layers, n = 56) takes a few seconds: long enough for the bar, which waits a second.
-CHILD = """
+STACK = """
 import sys, time
 import numpy as np
 import bert_explain
@@ -19,6 +22,9 @@ rng = np.random.default_rng(128)
 logits = rng.normal(0, 4, size=(12, 1, 56, 56))
 attention = np.exp(logits - logits.max(-1, keepdims=True))
 attention /= attention.sum(-1, keepdims=True)
+"""
+
+BOTH_CALLS = STACK + """
 for call in (
     lambda: bert_explain.all_positions(attention),
     lambda: bert_explain.explain_attention(attention, target=0, all_positions=True),
@@ -30,10 +36,24 @@ for call in (
     sys.stderr.flush()
 """
 
+# The whole flow once, then again until the parent's SIGINT.
+INTERRUPTED = STACK + """
+started = time.monotonic()
+bert_explain.all_positions(attention)
+print(f"whole {time.monotonic() - started:.2f}", flush=True)
+print("again", flush=True)
+started = time.monotonic()
+try:
+    bert_explain.all_positions(attention)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print(f"interrupted {time.monotonic() - started:.2f}", flush=True)
+"""
+
 
 def run_child(stderr_is_terminal: bool) -> tuple[list[float], str]:
-    """The child's seconds per call, and what it wrote on stderr."""
-    command = [sys.executable, "-c", CHILD]
+    """BOTH_CALLS' seconds per call, and what it wrote on stderr."""
+    command = [sys.executable, "-c", BOTH_CALLS]
     if not stderr_is_terminal:
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
         return [float(s) for s in done.stdout.split()], done.stderr
@@ -69,3 +89,24 @@ def test_no_bar_where_stderr_is_not_a_terminal():
     seconds, stderr = run_child(stderr_is_terminal=False)
     assert min(seconds) > 1.2, seconds
     assert stderr == "call done\ncall done\n"
+
+
+def test_ctrl_c_stops_a_long_flow():
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    whole = float(child.stdout.readline().split()[1])
+    assert whole > 1.2, whole  # else the stack is too quick for this test
+    assert child.stdout.readline().strip() == "again"
+    time.sleep(0.3)
+    child.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    stdout, stderr = child.communicate(timeout=600)
+    waited = time.monotonic() - sent
+    assert child.returncode == 0, stderr
+    word, seconds = stdout.split()
+    assert word == "interrupted", stdout
+    # Stopped within the sinks under way, not at the flow's end.
+    assert float(seconds) < whole / 2, (seconds, whole)
+    assert waited < whole / 2, (waited, whole)

@@ -5,6 +5,7 @@
 //! the only part of the library that prints.
 
 use std::io::{IsTerminal, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -351,6 +352,7 @@ pub fn flow_progress() -> Progress {
             bar.set_draw_target(ProgressDrawTarget::hidden());
             *started = None;
         }
+        ControlFlow::Continue(())
     }))
 }
 

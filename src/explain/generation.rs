@@ -119,9 +119,8 @@ impl CausalExplainer {
             false => 0,
         };
         let done = AtomicUsize::new(0);
-        let progress = &|_: usize, sinks: usize| {
-            told(done.fetch_add(1, Ordering::Relaxed) + 1, flows * sinks);
-        };
+        let progress =
+            &|_: usize, sinks: usize| told(done.fetch_add(1, Ordering::Relaxed) + 1, flows * sinks);
         let relevance = causal_relevance_with(
             &generation.attention,
             m,

@@ -8,7 +8,7 @@ use candle_core::{IndexOp, Tensor};
 use super::{MethodMaps, Mixing};
 use crate::attention::{normalise_rows, with_residual, HostLayers};
 use crate::error::Result;
-use crate::relevance::{flow_with, joint_attention};
+use crate::relevance::{flow_with, joint_attention, no_progress, ProgressFn};
 
 /// `matrices`: `[L, n, n]` f64, `M_l` before row normalisation.
 pub fn aggregate(
@@ -17,7 +17,7 @@ pub fn aggregate(
     target: usize,
     alpha: f64,
 ) -> Result<MethodMaps> {
-    aggregate_with(matrices, mixing, target, alpha, &|_, _| {})
+    aggregate_with(matrices, mixing, target, alpha, &no_progress)
 }
 
 /// [`aggregate`], telling `progress` how far the flow has got.
@@ -26,13 +26,13 @@ pub fn aggregate_with(
     mixing: Mixing,
     target: usize,
     alpha: f64,
-    progress: &(dyn Fn(usize, usize) + Sync),
+    progress: &ProgressFn,
 ) -> Result<MethodMaps> {
     let propagated = Propagated::of(matrices, mixing, alpha)?;
     Ok(MethodMaps {
         layer: propagated.layer(target)?,
         rollout: propagated.rollout(target)?,
-        flow: propagated.flow_with(target, progress),
+        flow: propagated.flow_with(target, progress)?,
     })
 }
 
@@ -86,11 +86,7 @@ impl Propagated {
     }
 
     /// The `flow` map of `target`, `[L][n]`, telling `progress` how far it has got.
-    pub fn flow_with(
-        &self,
-        target: usize,
-        progress: &(dyn Fn(usize, usize) + Sync),
-    ) -> Vec<Vec<f64>> {
+    pub fn flow_with(&self, target: usize, progress: &ProgressFn) -> Result<Vec<Vec<f64>>> {
         self.capacities
             .read(|capacities| flow_with(capacities, target, progress))
     }

@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::model::causal::{CausalLm, KvCache};
 use crate::model::Keep;
 use crate::relevance::causal::{CausalMethods, CausalRelevance};
+use crate::relevance::ProgressFn;
 
 /// The generated text whose tokens the methods explain.
 pub struct Generated<'a> {
@@ -33,7 +34,7 @@ pub struct Generated<'a> {
     /// m.
     pub prompt: usize,
     /// Told how far each flow has got.
-    pub progress: &'a (dyn Fn(usize, usize) + Sync),
+    pub progress: &'a ProgressFn<'a>,
 }
 
 /// Every mixing in `mixings` for each generated token.
@@ -126,7 +127,7 @@ impl Maps {
             .push(prompt_by_layer(&propagated.rollout(t)?, prompt));
         if methods.flow {
             self.flow.push(prompt_by_layer(
-                &propagated.flow_with(t, text.progress),
+                &propagated.flow_with(t, text.progress)?,
                 prompt,
             ));
         }

@@ -32,7 +32,7 @@ use crate::attention::compute_dtype;
 use crate::error::{Error, Result};
 use crate::model::causal::{CausalLm, StepOutput};
 use crate::model::{Keep, LayerInternals, LayerTrace, Model, ModelOutput};
-use crate::relevance::{Relevance, RelevanceOptions};
+use crate::relevance::{ProgressFn, Relevance, RelevanceOptions};
 
 /// One mixing method of SPEC §8: its name, where its `M_l` comes from, and whether `M_l`
 /// already holds the residual connection (no α is added then).
@@ -272,7 +272,7 @@ pub fn compute(
     mixings: &[Mixing],
     options: RelevanceOptions,
     relevance: &Relevance,
-    progress: &(dyn Fn(usize, usize) + Sync),
+    progress: &ProgressFn,
 ) -> Result<Methods> {
     let pass = match mixings.iter().any(|m| m.needs_model()) {
         true => {

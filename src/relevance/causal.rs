@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::attention::AttentionStack;
 use crate::error::Result;
-use crate::relevance::{AttentionGraph, RelevanceOptions};
+use crate::relevance::{no_progress, AttentionGraph, ProgressFn, RelevanceOptions};
 
 /// Each method as `[g][m][L]`: generated token k, prompt token j, layer l + 1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,7 +113,7 @@ pub fn causal_relevance(
     generated: usize,
     methods: CausalMethods,
 ) -> Result<CausalRelevance> {
-    causal_relevance_with(stack, prompt, generated, methods, &|_, _| {})
+    causal_relevance_with(stack, prompt, generated, methods, &no_progress)
 }
 
 /// [`causal_relevance`], telling `progress` how far each token's flow has got.
@@ -125,7 +125,7 @@ pub fn causal_relevance_with(
     prompt: usize,
     generated: usize,
     methods: CausalMethods,
-    progress: &(dyn Fn(usize, usize) + Sync),
+    progress: &ProgressFn,
 ) -> Result<CausalRelevance> {
     let graph = AttentionGraph::new(stack, methods.relevance)?;
     let positions = prompt - 1..prompt - 1 + generated;
@@ -146,7 +146,7 @@ pub fn causal_relevance_with(
         false => None,
     };
     let flow = match methods.flow {
-        true => Some(per_token(&|t| Ok(graph.flow_with(t, progress)))?),
+        true => Some(per_token(&|t| graph.flow_with(t, progress))?),
         false => None,
     };
     Ok(CausalRelevance {

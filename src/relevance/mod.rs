@@ -12,6 +12,7 @@ pub use flow::{
 pub use raw::raw;
 pub use rollout::{joint_attention, rollout, rollout_on_host};
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
@@ -39,16 +40,26 @@ impl Default for RelevanceOptions {
 
 /// Called as `(done, total)` while a flow runs, from any thread: one position's flow counts
 /// its sinks, every position's its (layer, sink) pairs. Each flow is a new count, except
-/// where a caller adds several up (a generated text's flows, in one count).
+/// where a caller adds several up (a generated text's flows, in one count). Answering
+/// `Break` stops the flow soon after (within the sinks or positions under way), and it fails
+/// with [`Error::Interrupted`](crate::Error::Interrupted).
+pub type ProgressFn<'a> = dyn Fn(usize, usize) -> ControlFlow<()> + Sync + 'a;
+
+/// The progress of a flow nobody watches: it never stops one.
+pub fn no_progress(_done: usize, _total: usize) -> ControlFlow<()> {
+    ControlFlow::Continue(())
+}
+
+/// A [`ProgressFn`] that options can hold.
 #[derive(Clone)]
-pub struct Progress(pub Arc<dyn Fn(usize, usize) + Send + Sync>);
+pub struct Progress(pub Arc<dyn Fn(usize, usize) -> ControlFlow<()> + Send + Sync>);
 
 impl Progress {
-    /// What a flow calls: this progress, or nothing without one.
-    pub fn of(progress: Option<&Progress>) -> &(dyn Fn(usize, usize) + Sync) {
+    /// What a flow calls: this progress, or [`no_progress`] without one.
+    pub fn of(progress: Option<&Progress>) -> &ProgressFn<'_> {
         match progress {
             Some(progress) => &*progress.0,
-            None => &|_, _| {},
+            None => &no_progress,
         }
     }
 }
@@ -113,20 +124,16 @@ impl AttentionGraph {
 
     /// Raw attention, rollout and flow for `target` (< n).
     pub fn relevance(&self, target: usize) -> Result<Relevance> {
-        self.relevance_with(target, &|_, _| {})
+        self.relevance_with(target, &no_progress)
     }
 
     /// [`Self::relevance`], calling `progress(done, total)` as the flow advances (see
     /// [`flow_with`]).
-    pub fn relevance_with(
-        &self,
-        target: usize,
-        progress: &(dyn Fn(usize, usize) + Sync),
-    ) -> Result<Relevance> {
+    pub fn relevance_with(&self, target: usize, progress: &ProgressFn) -> Result<Relevance> {
         Ok(Relevance {
             raw: self.raw(target)?,
             rollout: self.rollout(target)?,
-            flow: self.flow_with(target, progress),
+            flow: self.flow_with(target, progress)?,
         })
     }
 
@@ -144,28 +151,24 @@ impl AttentionGraph {
 
     /// Flow alone for `target` (< n), `[L][n]`.
     pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
-        self.flow_with(target, &|_, _| {})
+        self.capacities.read(|capacities| flow(capacities, target))
     }
 
     /// [`Self::flow`], calling `progress(done, total)` as it advances (see [`flow_with`]).
-    pub fn flow_with(
-        &self,
-        target: usize,
-        progress: &(dyn Fn(usize, usize) + Sync),
-    ) -> Vec<Vec<f64>> {
+    pub fn flow_with(&self, target: usize, progress: &ProgressFn) -> Result<Vec<Vec<f64>>> {
         self.capacities
             .read(|capacities| flow_with(capacities, target, progress))
     }
 
     /// Raw attention, rollout and flow from every position, calling `progress(done, total)`
     /// as the flows advance (see [`flow_from_every_position_with`]).
-    pub fn all_positions(&self, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<AllPositions> {
+    pub fn all_positions(&self, progress: &ProgressFn) -> Result<AllPositions> {
         Ok(AllPositions {
             raw: self.fused.to_vec3()?,
             rollout: host(&joint_attention(&self.augmented)?)?.to_vec3()?,
             flow: self
                 .capacities
-                .read(|capacities| flow_from_every_position_with(capacities, progress)),
+                .read(|capacities| flow_from_every_position_with(capacities, progress))?,
         })
     }
 }

@@ -23,11 +23,14 @@ mod stats;
 mod workspace;
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
+use super::ProgressFn;
 use crate::attention::{AsLayer, Layer};
+use crate::error::{Error, Result};
 use bounds::{upper_bounds, upper_bounds_of, Settled, Spread};
 use lift::Lifter;
 use network::{solve, two_layer_paths, Graph, Start};
@@ -47,16 +50,24 @@ thread_local! {
 /// residual added); `target < n`. Returns `[L][n]`: row `l - 1` is the maximum flow from
 /// `(l, target)` to each input token `(0, j)`, normalised to sum to 1 (SPEC §1).
 pub fn flow(augmented: &[impl AsLayer], target: usize) -> Vec<Vec<f64>> {
-    flow_with(augmented, target, &|_, _| {})
+    one_position(augmented, target, &Ticks::unwatched())
 }
 
 /// [`flow`], calling `progress(done, n)` each time one sink's flows through every layer are
-/// done (from any thread, in any order).
+/// done (from any thread, in any order). When `progress` answers `Break`, the sinks not
+/// begun are left, and the flow fails with [`Error::Interrupted`] once those under way end.
 pub fn flow_with(
     augmented: &[impl AsLayer],
     target: usize,
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> Vec<Vec<f64>> {
+    progress: &ProgressFn,
+) -> Result<Vec<Vec<f64>>> {
+    let ticks = Ticks::new(progress);
+    let maps = one_position(augmented, target, &ticks);
+    ticks.unless_stopped(maps)
+}
+
+/// [`flow`], telling `ticks`; if they stop it, what it returns means nothing.
+fn one_position(augmented: &[impl AsLayer], target: usize, ticks: &Ticks) -> Vec<Vec<f64>> {
     let (views, n) = checked(augmented);
     let augmented = &views[..];
     let layers = augmented.len();
@@ -65,13 +76,15 @@ pub fn flow_with(
         .map(|l| upper_bounds(&augmented[..l], target))
         .collect();
     let graph = Graph::new(augmented);
-    let done = AtomicUsize::new(0);
     // One task per sink, climbing the layers: each layer's flow may be lifted from the last.
     let columns: Vec<Vec<f64>> = (0..n)
         .into_par_iter()
         .map(|sink| {
+            if ticks.stopped() {
+                return vec![0.0; layers];
+            }
             let column = climb(&graph, target, sink, &bounds);
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1, n);
+            ticks.tick(n);
             column
         })
         .collect();
@@ -219,7 +232,7 @@ fn lift(
 /// `[l - 1][i][j]` is the maximum flow from `(l, i)` to `(0, j)`, normalised over `j` to
 /// sum to 1; `[..][i][..]` equals `flow(augmented, i)`.
 pub fn flow_from_every_position(augmented: &[impl AsLayer]) -> Vec<Vec<Vec<f64>>> {
-    flow_from_every_position_with(augmented, &|_, _| {})
+    every_position(augmented, &Ticks::unwatched())
 }
 
 /// [`flow_from_every_position`], calling `progress(done, total)` each time the flows from
@@ -229,10 +242,21 @@ pub fn flow_from_every_position(augmented: &[impl AsLayer]) -> Vec<Vec<Vec<f64>>
 /// flow from each position is settled without a search where it can be: by the flows of the
 /// layer below into the same sink combined ([`Spread`]), or by lifting the same position's
 /// flow from the layer below ([`lift`]).
+///
+/// When `progress` answers `Break`, each sink's task ends at its next position or layer, and
+/// the flow fails with [`Error::Interrupted`].
 pub fn flow_from_every_position_with(
     augmented: &[impl AsLayer],
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> Vec<Vec<Vec<f64>>> {
+    progress: &ProgressFn,
+) -> Result<Vec<Vec<Vec<f64>>>> {
+    let ticks = Ticks::new(progress);
+    let maps = every_position(augmented, &ticks);
+    ticks.unless_stopped(maps)
+}
+
+/// [`flow_from_every_position`], telling `ticks`; if they stop it, what it returns means
+/// nothing.
+fn every_position(augmented: &[impl AsLayer], ticks: &Ticks) -> Vec<Vec<Vec<f64>>> {
     let (views, n) = checked(augmented);
     let augmented = &views[..];
     let layers = augmented.len();
@@ -247,14 +271,15 @@ pub fn flow_from_every_position_with(
                 .collect()
         })
         .collect();
-    let done = AtomicUsize::new(0);
-    let tick = || progress(done.fetch_add(1, Ordering::Relaxed) + 1, layers * n);
     // `[sink][l - 1][source]`.
     let columns: Vec<Vec<Vec<f64>>> = (0..n)
         .into_par_iter()
-        .map(|sink| climb_from_every_position(&graph, sink, &bounds, &tick))
+        .map(|sink| climb_from_every_position(&graph, sink, &bounds, ticks))
         .collect();
     stats::print();
+    if ticks.stopped() {
+        return Vec::new();
+    }
     (0..layers)
         .map(|l| {
             (0..n)
@@ -271,16 +296,59 @@ pub fn flow_from_every_position_with(
         .collect()
 }
 
-/// The maximum flows from every `(l, source)` into `(0, sink)`, `[L][n]`; `tick` is called
-/// as each layer's are done.
+/// A flow's count of work done for its caller's progress, and whether the caller asked it
+/// to stop.
+struct Ticks<'a> {
+    progress: &'a ProgressFn<'a>,
+    done: AtomicUsize,
+    stop: AtomicBool,
+}
+
+impl<'a> Ticks<'a> {
+    fn new(progress: &'a ProgressFn<'a>) -> Self {
+        Self {
+            progress,
+            done: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Ticks for a flow nobody watches, which never stop it.
+    fn unwatched() -> Self {
+        Self::new(&super::no_progress)
+    }
+
+    /// One more of `total` done.
+    fn tick(&self, total: usize) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if let ControlFlow::Break(()) = (self.progress)(done, total) {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// `value`, unless the caller stopped the flow that made it.
+    fn unless_stopped<T>(&self, value: T) -> Result<T> {
+        match self.stopped() {
+            true => Err(Error::Interrupted),
+            false => Ok(value),
+        }
+    }
+}
+
+/// The maximum flows from every `(l, source)` into `(0, sink)`, `[L][n]`; `ticks` is told as
+/// each layer's are done (if it stops the flow, fewer, and what is returned means nothing).
 fn climb_from_every_position(
     graph: &Graph,
     sink: usize,
     bounds: &[Vec<Vec<f64>>],
-    tick: &(dyn Fn() + Sync),
+    ticks: &Ticks,
 ) -> Vec<Vec<f64>> {
     WORKSPACE.with(|work| {
-        climb_from_every_position_in(graph, sink, bounds, tick, &mut work.borrow_mut())
+        climb_from_every_position_in(graph, sink, bounds, ticks, &mut work.borrow_mut())
     })
 }
 
@@ -294,24 +362,35 @@ fn climb_from_every_position_in(
     graph: &Graph,
     sink: usize,
     bounds: &[Vec<Vec<f64>>],
-    tick: &(dyn Fn() + Sync),
+    ticks: &Ticks,
     work: &mut Workspace,
 ) -> Vec<Vec<f64>> {
     let augmented = graph.layers();
-    let n = augmented[0].n;
+    let (n, layers) = (augmented[0].n, augmented.len());
     // Per source, the last flow's arcs out of it.
     let mut tops: Vec<Vec<f64>> = vec![Vec::new(); n];
     // Per source, its flows into the sink, `[l - 1]`.
-    let mut climbed: Vec<Vec<Settled>> = tops
-        .iter_mut()
-        .enumerate()
-        .map(|(source, top)| {
-            let bound = |layer: usize| bounds[layer - 1][source][sink];
-            climb_from(graph, source, sink, &bound, Climb::WhileSearched, top, work)
-        })
-        .collect();
-    let mut values = Vec::with_capacity(augmented.len());
-    for layer in 1..=augmented.len() {
+    let mut climbed: Vec<Vec<Settled>> = Vec::with_capacity(n);
+    for (source, top) in tops.iter_mut().enumerate() {
+        if ticks.stopped() {
+            return Vec::new();
+        }
+        let bound = |layer: usize| bounds[layer - 1][source][sink];
+        climbed.push(climb_from(
+            graph,
+            source,
+            sink,
+            &bound,
+            Climb::WhileSearched,
+            top,
+            work,
+        ));
+    }
+    let mut values = Vec::with_capacity(layers);
+    for layer in 1..=layers {
+        if ticks.stopped() {
+            return Vec::new();
+        }
         if climbed.iter().any(|flows| flows.len() < layer) {
             let below: Vec<Settled> = climbed.iter().map(|flows| flows[layer - 2]).collect();
             let spread = Spread::of(&below);
@@ -336,7 +415,7 @@ fn climb_from_every_position_in(
             }
         }
         values.push(climbed.iter().map(|flows| flows[layer - 1].value).collect());
-        tick();
+        ticks.tick(layers * n);
     }
     values
 }
@@ -605,7 +684,13 @@ mod tests {
                     climbs += 1;
                     stopped += usize::from(alone.len() < layers);
                 }
-                let values = climb_from_every_position_in(&graph, sink, &bounds, &|| {}, &mut work);
+                let values = climb_from_every_position_in(
+                    &graph,
+                    sink,
+                    &bounds,
+                    &Ticks::unwatched(),
+                    &mut work,
+                );
                 for (l, row) in values.iter().enumerate() {
                     for (source, &value) in row.iter().enumerate() {
                         let exact = max_flow(&caps[..=l], source, sink);
