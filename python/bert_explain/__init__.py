@@ -4,7 +4,7 @@ The Rust library does all the work (the same code as the ``bert-explain`` comman
 this package hands it NumPy arrays and texts and returns NumPy arrays and the command line's
 JSON reports as dicts. Computations release the GIL. A flow that runs for more than a second
 shows the command line's progress bar on stderr, where stderr is a terminal, and Ctrl-C stops
-it with ``KeyboardInterrupt``.
+it with ``KeyboardInterrupt`` (a batch of texts or lines, at the flow or text under way).
 
 On attention you already have (``[layers, heads, n, n]`` or ``[layers, n, n]`` softmax
 probabilities, as ``--attention`` takes them; a NumPy array, anything with ``__array__``
@@ -375,7 +375,7 @@ class Explainer:
     def explain_batch(self, texts: Iterable[str], **options: Any) -> list:
         """One report per text, with the options of :meth:`explain` applied to each
         (``figure`` and ``html`` only with one text); the first text that fails raises. The
-        GIL stays released for the whole batch."""
+        GIL stays released for the whole batch; Ctrl-C stops it within the text under way."""
         if "label" in options and options["label"] is not None:
             options["label"] = str(options["label"])
         reports = self._native.explain(list(texts), _given(**options))
@@ -389,7 +389,8 @@ class Explainer:
         be explained; ``None`` for a blank line, which batch mode skips. Options as
         ``--input`` takes them (those of :meth:`explain` but the outputs); each line's own
         fields (``target``, ``candidates``, ``pair``, ``label``; a causal model's
-        ``generate`` and ``seed``) win over them."""
+        ``generate`` and ``seed``) win over them. Ctrl-C stops it within the line under way
+        (no bar is drawn: batch mode's counts lines)."""
         if "label" in options and options["label"] is not None:
             options["label"] = str(options["label"])
         return self._native.batch_records(list(lines), _given(**options))

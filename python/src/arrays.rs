@@ -68,12 +68,12 @@ pub fn attention_maps<'py>(
     let relevance = options::parse(options, &["fusion", "residual"])?
         .explain
         .relevance;
-    let (values, shape) = interruptible(py, |progress| {
+    let (values, shape) = interruptible(py, |watch| {
         let stack = stack(data, shape, precision)?;
         let (layers, n) = (stack.layers(), stack.len());
         let graph = AttentionGraph::new(&stack, relevance)?;
         let at = || attention_target(&positions(n), target);
-        let progress = &*progress.0;
+        let progress = &*watch.progress().0;
         Ok(match which {
             "raw" => (row_major(graph.raw(at()?)?), vec![layers, n]),
             "rollout" => (row_major(graph.rollout(at()?)?), vec![layers, n]),
@@ -116,10 +116,10 @@ pub fn explain_attention(
         "html",
     ];
     let options = options::parse(options, &allowed)?;
-    interruptible(py, |progress| {
+    interruptible(py, |watch| {
         let files = output_files(&options.figures, options.html.as_deref(), &[])?;
         let stack = stack(data, shape, precision)?;
-        let explain = options::watched(&options.explain, progress);
+        let explain = options::watched(&options.explain, watch.progress());
         let report = explain_stack(name, &stack, options.tokens.clone(), &explain)?;
         let shown = view(report, options.hide_special);
         write_outputs(files, &shown, |_| {})?;

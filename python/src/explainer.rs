@@ -168,14 +168,6 @@ impl Explainer {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<Option<String>>> {
         let options = self.options(options, false)?;
-        let causal;
-        let batch = match &self.inner {
-            Loaded::Encoder(inner) => Batch::Encoder(inner, &options.explain),
-            Loaded::Causal(inner) => {
-                causal = options.causal.options(&options.explain);
-                Batch::Causal(inner, &causal)
-            }
-        };
         let lines: Vec<(usize, Vec<u8>)> = lines
             .into_iter()
             .map(|(number, line)| {
@@ -186,9 +178,20 @@ impl Explainer {
                 Ok((number, bytes))
             })
             .collect::<PyResult<_>>()?;
-        py.detach(|| -> anyhow::Result<Vec<Option<String>>> {
+        interruptible(py, |watch| {
+            // Batch mode's bar counts lines, not flows: a line's flow draws none here.
+            let explain = options::watched(&options.explain, &watch.quiet());
+            let causal;
+            let batch = match &self.inner {
+                Loaded::Encoder(inner) => Batch::Encoder(inner, &explain),
+                Loaded::Causal(inner) => {
+                    causal = options.causal.options(&explain);
+                    Batch::Causal(inner, &causal)
+                }
+            };
             let mut records = Vec::with_capacity(lines.len());
             for (number, bytes) in &lines {
+                watch.check()?;
                 // Read as batch mode reads its file: a BOM and a "\r" ending dropped, the
                 // length capped, bytes that are not UTF-8 an error record.
                 let line = match Lines::new(Cursor::new(bytes), LINE_LIMIT).next() {
@@ -207,7 +210,6 @@ impl Explainer {
             }
             Ok(records)
         })
-        .map_err(to_py)
     }
 }
 
@@ -227,7 +229,7 @@ fn explain_texts(
 }
 
 /// `one(text, files, progress)` for each text with the GIL released and Ctrl-C heard
-/// ([`interruptible`]), the first text getting the figure and page files the options name
+/// ([`interruptible`]: it stops the flow under way and the texts after it), the first text getting the figure and page files the options name
 /// (created before any model runs).
 fn each_text(
     py: Python<'_>,
@@ -235,7 +237,7 @@ fn each_text(
     options: &Options,
     one: impl Fn(&str, Vec<(OutputFile, Format)>, &Progress) -> anyhow::Result<String> + Sync,
 ) -> PyResult<Vec<String>> {
-    interruptible(py, |progress| {
+    interruptible(py, |watch| {
         let mut files = Some(output_files(
             &options.figures,
             options.html.as_deref(),
@@ -243,7 +245,10 @@ fn each_text(
         )?);
         texts
             .iter()
-            .map(|text| one(text, files.take().unwrap_or_default(), progress))
+            .map(|text| {
+                watch.check()?;
+                one(text, files.take().unwrap_or_default(), watch.progress())
+            })
             .collect()
     })
 }

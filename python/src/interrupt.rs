@@ -18,29 +18,67 @@ use crate::errors::to_py;
 /// How often the calling thread looks for a signal while the work runs.
 const LOOK: Duration = Duration::from_millis(50);
 
-/// `work(progress)` with the GIL released, `progress` being the command line's bar for a
-/// long flow (on stderr, where that is a terminal). A signal whose handler raises (Ctrl-C's
-/// `KeyboardInterrupt`) stops the flow, and once `work` has ended the exception is raised.
+/// What [`interruptible`] gives its work: the progress its flows report to, and a check
+/// for Ctrl-C between its texts or lines.
+pub struct Watch {
+    /// The command line's bar for a long flow, stopping the flow once Ctrl-C has come.
+    shown: Progress,
+    stop: Arc<AtomicBool>,
+}
+
+impl Watch {
+    fn new() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (bar, heard) = (flow_progress(), Arc::clone(&stop));
+        let shown = Progress(Arc::new(move |done, total| {
+            let _ = (bar.0)(done, total);
+            stopping(&heard)
+        }));
+        Self { shown, stop }
+    }
+
+    /// Progress for a flow, with the bar (on stderr, where that is a terminal).
+    pub fn progress(&self) -> &Progress {
+        &self.shown
+    }
+
+    /// Progress for a flow that draws nothing (batch mode's lines have no bar) but stops.
+    pub fn quiet(&self) -> Progress {
+        let heard = Arc::clone(&self.stop);
+        Progress(Arc::new(move |_, _| stopping(&heard)))
+    }
+
+    /// An error once Ctrl-C has come, for work between its texts or lines.
+    pub fn check(&self) -> anyhow::Result<()> {
+        match self.stop.load(Ordering::Relaxed) {
+            true => Err(bert_explain::Error::Interrupted.into()),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Whether a flow watched by `stop` should end.
+fn stopping(stop: &AtomicBool) -> ControlFlow<()> {
+    match stop.load(Ordering::Relaxed) {
+        true => ControlFlow::Break(()),
+        false => ControlFlow::Continue(()),
+    }
+}
+
+/// `work(watch)` with the GIL released. A signal whose handler raises (Ctrl-C's
+/// `KeyboardInterrupt`) stops the flow under way and the work's next [`Watch::check`], and
+/// once `work` has ended the exception is raised.
 pub fn interruptible<T: Send>(
     py: Python<'_>,
-    work: impl FnOnce(&Progress) -> anyhow::Result<T> + Send,
+    work: impl FnOnce(&Watch) -> anyhow::Result<T> + Send,
 ) -> PyResult<T> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let progress = {
-        let (bar, stop) = (flow_progress(), Arc::clone(&stop));
-        Progress(Arc::new(move |done, total| {
-            let _ = (bar.0)(done, total);
-            match stop.load(Ordering::Relaxed) {
-                true => ControlFlow::Break(()),
-                false => ControlFlow::Continue(()),
-            }
-        }))
-    };
+    let watch = Watch::new();
+    let stop = Arc::clone(&watch.stop);
     let mut raised = None;
     let result = py.detach(|| {
         std::thread::scope(|scope| {
             let (sender, receiver) = channel();
-            scope.spawn(move || sender.send(work(&progress)));
+            scope.spawn(move || sender.send(work(&watch)));
             loop {
                 match receiver.recv_timeout(LOOK) {
                     Ok(result) => break Some(result),

@@ -1,15 +1,21 @@
 """A long flow from Python shows the command line's progress bar on stderr where stderr is a
 terminal (after a second, as `bert-explain` draws it), writes nothing where it is not, and
-stops on Ctrl-C (SIGINT) with KeyboardInterrupt instead of running to its end."""
+stops on Ctrl-C (SIGINT) with KeyboardInterrupt instead of running to its end; so do long
+batches of texts or lines, and the console script exits as the binary does."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import pty
 import signal
 import subprocess
 import sys
 import time
+
+import pytest
+
+from conftest import MODERN
 
 # A flow from every position on peaked random attention (softmax of N(0, 4²) logits, 12
 # layers, n = 56) takes a few seconds: long enough for the bar, which waits a second.
@@ -36,18 +42,28 @@ for call in (
     sys.stderr.flush()
 """
 
-# The whole flow once, then again until the parent's SIGINT.
-INTERRUPTED = STACK + """
+# The whole of CALL once, then again until the parent's SIGINT.
+INTERRUPTED = """
 started = time.monotonic()
-bert_explain.all_positions(attention)
+CALL
 print(f"whole {time.monotonic() - started:.2f}", flush=True)
 print("again", flush=True)
 started = time.monotonic()
 try:
-    bert_explain.all_positions(attention)
+    CALL
     print("not interrupted", flush=True)
 except KeyboardInterrupt:
     print(f"interrupted {time.monotonic() - started:.2f}", flush=True)
+"""
+
+# Batches of a tiny model's texts and lines: no flow in them, about 2.5 ms each here.
+EXPLAINER = f"""
+import sys, time
+import bert_explain
+
+explainer = bert_explain.Explainer({str(MODERN)!r})
+sentence = "The author talked to Sara about [MASK] book"
+lines = [(k + 1, '{{"text": "' + sentence + '"}}') for k in range(1500)]
 """
 
 
@@ -91,13 +107,23 @@ def test_no_bar_where_stderr_is_not_a_terminal():
     assert stderr == "call done\ncall done\n"
 
 
-def test_ctrl_c_stops_a_long_flow():
+@pytest.mark.parametrize(
+    "setup,call",
+    [
+        (STACK, "bert_explain.all_positions(attention)"),
+        (EXPLAINER, "explainer.batch_records(lines)"),
+        (EXPLAINER, "explainer.explain_batch([sentence] * 1500)"),
+    ],
+    ids=["flow", "batch_records", "explain_batch"],
+)
+def test_ctrl_c_stops_a_long_call(setup, call):
+    script = setup + INTERRUPTED.replace("CALL", call)
     child = subprocess.Popen(
-        [sys.executable, "-c", INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )
     whole = float(child.stdout.readline().split()[1])
-    assert whole > 1.2, whole  # else the stack is too quick for this test
+    assert whole > 1.2, whole  # else the call is too quick for this test
     assert child.stdout.readline().strip() == "again"
     time.sleep(0.3)
     child.send_signal(signal.SIGINT)
@@ -107,6 +133,31 @@ def test_ctrl_c_stops_a_long_flow():
     assert child.returncode == 0, stderr
     word, seconds = stdout.split()
     assert word == "interrupted", stdout
-    # Stopped within the sinks under way, not at the flow's end.
+    # Stopped within the sinks, text or line under way, not at the call's end.
     assert float(seconds) < whole / 2, (seconds, whole)
     assert waited < whole / 2, (waited, whole)
+
+
+def test_ctrl_c_stops_the_console_script_as_it_stops_the_binary(tmp_path: Path):
+    # A flow from every position (a few seconds) with a figure and a page: on SIGINT the
+    # console script exits 130 and leaves no partial output, as tests/safety.rs has the
+    # binary do.
+    save = STACK + f"np.save({str(tmp_path / 'att.npy')!r}, attention)"
+    subprocess.run([sys.executable, "-c", save], check=True)
+    script = Path(sys.prefix) / "bin" / "bert-explain"
+    args = ["--attention", "att.npy", "--target", "0", "--all-positions"]
+    args += ["--figure", "fig.svg", "--html", "page.html"]
+    started = time.monotonic()
+    subprocess.run([str(script), *args], cwd=tmp_path, capture_output=True, check=True, timeout=600)
+    whole = time.monotonic() - started
+    assert whole > 1.2, whole  # else the flow is too quick for this test
+    for name in ("fig.svg", "page.html"):
+        (tmp_path / name).unlink()
+    child = subprocess.Popen(
+        [str(script), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    time.sleep(whole / 2)
+    child.send_signal(signal.SIGINT)
+    child.communicate(timeout=600)
+    assert child.returncode == 130
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["att.npy"]
