@@ -49,10 +49,22 @@ impl Served {
 
     /// `(status, body)` of one request.
     fn call(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let (status, _, body) = self.exchange("1.1", method, path, body);
+        (status, body)
+    }
+
+    /// `(status, head, body)` of one request in HTTP/`version`.
+    fn exchange(
+        &self,
+        version: &str,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
         let mut stream = TcpStream::connect(&self.address).unwrap();
         write!(
             stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/{version}\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             self.address,
             body.len()
         )
@@ -66,7 +78,38 @@ impl Served {
             .expect("a complete response");
         let head = String::from_utf8_lossy(&response[..split]).to_string();
         let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-        (status, response[split + 4..].to_vec())
+        (status, head, response[split + 4..].to_vec())
+    }
+
+    /// The JSON lines of `/api/explain?progress` for `body`, its chunks joined.
+    fn stream(&self, body: &Value) -> Vec<Value> {
+        let bytes = body.to_string();
+        let (status, head, mut chunked) =
+            self.exchange("1.1", "POST", "/api/explain?progress", bytes.as_bytes());
+        assert_eq!(status, 200, "{head}");
+        assert!(head.contains("Transfer-Encoding: chunked"), "{head}");
+        assert!(
+            head.contains("Content-Type: application/x-ndjson"),
+            "{head}"
+        );
+        let mut joined = Vec::new();
+        loop {
+            let end = chunked.windows(2).position(|w| w == b"\r\n").unwrap();
+            let size = usize::from_str_radix(std::str::from_utf8(&chunked[..end]).unwrap(), 16);
+            let size = size.unwrap();
+            if size == 0 {
+                assert_eq!(&chunked[end..], b"\r\n\r\n", "the last chunk ends the body");
+                break;
+            }
+            joined.extend_from_slice(&chunked[end + 2..end + 2 + size]);
+            assert_eq!(&chunked[end + 2 + size..end + 4 + size], b"\r\n");
+            chunked.drain(..end + 4 + size);
+        }
+        let text = String::from_utf8(joined).unwrap();
+        assert!(text.ends_with('\n'), "{text}");
+        text.lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
     }
 
     fn post(&self, path: &str, body: &Value) -> (u16, Value) {
@@ -199,6 +242,60 @@ fn reports_equal_the_command_lines() {
         "The author talked to",
     ];
     assert_eq!(got, cli(&gpt2, &args));
+}
+
+#[test]
+fn progress_streams_each_flows_count_then_the_report() {
+    let served = Served::start(&model("tiny-bert-modern"), &[]);
+    for body in [
+        json!({"text": SENTENCE, "mixing": ["norm"]}),
+        json!({"text": SENTENCE, "all_positions": true}),
+    ] {
+        let mut lines = served.stream(&body);
+        let last = lines.pop().unwrap();
+        assert_eq!(
+            last["report"],
+            served.post("/api/explain", &body).1,
+            "{body}"
+        );
+        // The flows' counts (attention's and norm's, or every position's), each to its end.
+        assert!(!lines.is_empty(), "{body}: no progress line");
+        let counts: Vec<(u64, u64)> = lines
+            .iter()
+            .map(|line| {
+                let progress = &line["progress"];
+                (
+                    progress["done"].as_u64().unwrap(),
+                    progress["total"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert!(
+            counts
+                .iter()
+                .all(|&(done, total)| 1 <= done && done <= total),
+            "{counts:?}"
+        );
+        assert_eq!(
+            counts.last().map(|&(d, t)| d == t),
+            Some(true),
+            "{counts:?}"
+        );
+        let ends = counts.iter().filter(|&&(d, t)| d == t).count();
+        let begins = counts.iter().filter(|&&(d, _)| d == 1).count();
+        assert!(ends == begins && ends >= 1, "{counts:?}");
+    }
+    // A mistake: the 400's message, as the last line.
+    let body = json!({"text": "no mask here"});
+    let (status, plain) = served.post("/api/explain", &body);
+    assert_eq!(status, 400);
+    let lines = served.stream(&body);
+    assert_eq!(lines, [json!({"error": plain["error"], "status": 400})]);
+    // Chunks need HTTP/1.1.
+    let bytes = body.to_string();
+    let (status, _, answer) =
+        served.exchange("1.0", "POST", "/api/explain?progress", bytes.as_bytes());
+    assert_eq!(status, 505, "{}", String::from_utf8_lossy(&answer));
 }
 
 #[test]

@@ -9,6 +9,9 @@
 //! - `GET /api/info`: the model, its family and task.
 //! - `POST /api/explain` `{"text": …, options…}`: the report of `bert-explain --json` (SPEC §4;
 //!   a causal model's for a prompt).
+//! - `POST /api/explain?progress`, same body: JSON lines as the work goes, each flow's
+//!   `{"progress": {"done": d, "total": t}}` (ten a second at most) and last `{"report": …}`
+//!   or `{"error": …, "status": 400|500}`; the explorer draws its bar from them.
 //! - `POST /api/figure?format=svg|png|html`, same body: the figure or the `--html` page.
 //! - `POST /api/heads` `{"text": …, "layer": l, options…}`: every head's attention in layer l,
 //!   `{"tokens": [...], "heads": [H][n][n]}`; for a causal model, over the prompt and the
@@ -18,17 +21,22 @@
 //! anything else a 500; bodies over a mebibyte are refused. A few threads answer, each
 //! request explained on one of them, so concurrent requests queue rather than pile up.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::ops::ControlFlow;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use bert_explain::causal::CausalOptions;
 use bert_explain::methods::Mixing;
+use bert_explain::relevance::Progress;
 use bert_explain::report::{Explained, Format, GeneratedView, Json};
 use bert_explain::{device, Error, Loaded, ModelSource, Renderer};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use serde_json::Value;
-use tiny_http::{Header, Method, Request, Response, Server};
+use tiny_http::{HTTPVersion, Header, Method, Request, Response, Server};
 
 use super::args::{Args, DeviceArg};
 use super::options::{
@@ -44,6 +52,8 @@ const STYLE: &str = include_str!("serve/page.css");
 const BODY_LIMIT: u64 = 1 << 20;
 /// How many requests are explained at once.
 const WORKERS: usize = 2;
+/// The least time between two progress lines of a count (its first and last always go).
+const TICK: Duration = Duration::from_millis(100);
 
 /// Explore a model in the browser: loads it once and serves a local page and a JSON API.
 #[derive(Parser, Debug)]
@@ -122,6 +132,10 @@ impl State {
     /// Answers requests until the server stops.
     fn answer_all(&self) {
         for mut request in self.server.incoming_requests() {
+            if *request.method() == Method::Post && request.url() == "/api/explain?progress" {
+                self.stream(request);
+                continue;
+            }
             let answer = self.answer(&mut request);
             let response = match answer {
                 Ok((body, kind)) => Response::from_data(body).with_header(header(kind)),
@@ -146,8 +160,8 @@ impl State {
             (Method::Post, "/api/explain" | "/api/figure" | "/api/heads") => {
                 let body = read_body(request)?;
                 match path.as_str() {
-                    "/api/explain" => self.explain(&body, None),
-                    "/api/figure" => self.explain(&body, Some(format_of(&query)?)),
+                    "/api/explain" => self.explain(&body, None, None),
+                    "/api/figure" => self.explain(&body, Some(format_of(&query)?), None),
                     _ => self.heads(&body),
                 }
                 .map_err(|e| status_of(&e))
@@ -170,12 +184,64 @@ impl State {
         .to_string()
     }
 
+    /// `/api/explain?progress`: the report of the request, its flows' progress streamed as
+    /// JSON lines before it, each line a chunk of its own sent at once. The answer's status is
+    /// 200 whatever comes; a mistake is the last line's. A client that goes away stops the
+    /// flow under way.
+    fn stream(&self, mut request: Request) {
+        let body = read_body(&mut request);
+        if *request.http_version() < HTTPVersion(1, 1) {
+            let message = r#"{"error":"?progress streams its lines in chunks: ask with HTTP/1.1"}"#;
+            let response = Response::from_string(message).with_status_code(505);
+            let _ = request.respond(response.with_header(header("application/json")));
+            return;
+        }
+        let mut out = request.into_writer();
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\
+                    Cache-Control: no-store\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let (sender, receiver) = channel::<Vec<u8>>();
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let line = match body.and_then(|body| {
+                    let progress = Some(progress_lines(sender.clone()));
+                    self.explain(&body, None, progress)
+                        .map_err(|e| status_of(&e))
+                }) {
+                    Ok((report, _)) => {
+                        let report = report.strip_suffix(b"\n").unwrap_or(&report);
+                        [b"{\"report\":", report, b"}\n"].concat()
+                    }
+                    Err((status, message)) => {
+                        let line = serde_json::json!({ "error": message, "status": status });
+                        format!("{line}\n").into_bytes()
+                    }
+                };
+                let _ = sender.send(line);
+            });
+            let mut sent = out.write_all(head.as_bytes()).and_then(|()| out.flush());
+            while sent.is_ok() {
+                let Ok(line) = receiver.recv() else { break };
+                sent = write!(out, "{:x}\r\n", line.len())
+                    .and_then(|()| out.write_all(&line))
+                    .and_then(|()| out.write_all(b"\r\n"))
+                    .and_then(|()| out.flush());
+            }
+            // A client gone: its flow's next tick finds nobody listening and stops.
+            drop(receiver);
+            if sent.is_ok() {
+                let _ = out.write_all(b"0\r\n\r\n").and_then(|()| out.flush());
+            }
+        });
+    }
+
     /// The report of the request (its JSON), or with `format` its figure or page (of a
-    /// causal model's generated token `figure_token`, default the last).
+    /// causal model's generated token `figure_token`, default the last); its flows tell
+    /// `progress`.
     fn explain(
         &self,
         body: &Value,
         format: Option<Format>,
+        progress: Option<Progress>,
     ) -> anyhow::Result<(Vec<u8>, &'static str)> {
         // A figure's generated token is the endpoint's to read: only a causal model has one.
         let skip: &[&str] = match format {
@@ -195,11 +261,15 @@ impl State {
                 refuse_unused(&matches, Mode::Masked, &self.model)?;
                 refuse_for_task(|id| given(&matches, id), explainer.task(), &self.model)?;
                 options.mixing = mixing_for(explainer, &args, options.mixing);
+                options.progress = progress;
                 view(explainer.explain(&text, &options)?, args.hide_special)
             }
             Loaded::Causal(explainer) => {
                 refuse_unused(&matches, Mode::Causal, &self.model)?;
-                let causal = args.causal.options(&options);
+                let causal = CausalOptions {
+                    progress,
+                    ..args.causal.options(&options)
+                };
                 let report = explainer.explain(&text, &causal)?;
                 let token = body.get("figure_token").and_then(Value::as_u64);
                 Explained::from(GeneratedView::new(report, token.map(|t| t as usize))?)
@@ -303,6 +373,25 @@ impl State {
             Args::from_arg_matches(&matches).map_err(|e| Error::Request(clap_message(&e)))?;
         Ok((args, matches))
     }
+}
+
+/// A progress that sends `{"progress": …}` lines to `sender`: each count's first and last,
+/// and between them one per [`TICK`] at most. It stops the flow once nobody receives them.
+fn progress_lines(sender: Sender<Vec<u8>>) -> Progress {
+    let sent = Mutex::new(None::<Instant>);
+    Progress(Arc::new(move |done, total| {
+        let mut sent = sent.lock().unwrap_or_else(|e| e.into_inner());
+        let due = sent.is_none_or(|at| at.elapsed() >= TICK);
+        if !(due || done == total) {
+            return ControlFlow::Continue(());
+        }
+        *sent = (done < total).then(Instant::now);
+        let line = serde_json::json!({ "progress": { "done": done, "total": total } });
+        match sender.send(format!("{line}\n").into_bytes()) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()),
+        }
+    }))
 }
 
 /// The command line's options a request may give: a text's or a prompt's, and the two

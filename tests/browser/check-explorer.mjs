@@ -2,8 +2,10 @@
 // playwright-core) and checks what it shows against the command line's JSON reports:
 // type a sentence and explain it, the flow at the last layer on the page equals the
 // report's; click a token, the page explains that position; switch method, aggregation and
-// layer; the head view draws lines for every head; compare shows two panes. No console
-// errors and no request leaves the server. Writes a screenshot.
+// layer; the head view draws lines for every head; compare shows two panes. While a text is
+// explained the bar under the button counts its flows (streamed by /api/explain?progress) up
+// to all done, and is hidden once the report is drawn. No console errors and no request
+// leaves the server. Writes a screenshot.
 //
 // Usage: node check-explorer.mjs URL EXPECTED.json SCREENSHOT.png
 //   EXPECTED.json: {"text", "second", "click", "layers", "heads", "mask": report,
@@ -38,10 +40,19 @@ try {
     got.forEach((g, j) => check(near(g, want[j]), `${what}: token ${j} shows ${g}, the report has ${want[j]}`));
   };
 
-  // Type, with the norm method on, and explain.
+  // Type, with the norm method on, and explain, noting what the progress text says.
   await page.fill("#text-a", expected.text);
   await page.check("#mixings input[value=norm]");
+  await page.evaluate(() => {
+    window.progressSeen = [];
+    new MutationObserver(() => window.progressSeen.push($("progress-text").textContent))
+      .observe($("progress-text"), { childList: true, characterData: true, subtree: true });
+  });
   await explained(() => page.click("#explain"));
+  const progress = await page.evaluate(() => window.progressSeen);
+  seen.progress = progress;
+  check(progress.some((t) => /^(\d+)\/\1 flows$/.test(t)), `the bar never counted every flow done: ${progress}`);
+  check(await page.$eval("#working", (w) => w.hidden), "the bar is still shown after the report");
   const L = expected.layers;
   compare(await shown(), expected.both.relevance.flow[L - 1], "flow at the last layer");
   seen.tokens = (await shown()).length;

@@ -90,12 +90,69 @@ function tokensOf(report) {
   return report.mode === "causal" ? report.prompt_tokens : report.tokens;
 }
 
+// The requests under way and each one's flow progress, {done, total} (null before any).
+const running = new Map();
+let requests = 0;
+
+// The bar under the Explain button: every request under way's flows summed; no bar value
+// (a moving bar) until a flow has begun.
+function showProgress() {
+  $("working").hidden = running.size === 0;
+  const counts = [...running.values()].filter((c) => c !== null);
+  const done = counts.reduce((sum, c) => sum + c.done, 0);
+  const total = counts.reduce((sum, c) => sum + c.total, 0);
+  const bar = $("progress");
+  if (total > 0) {
+    bar.max = total;
+    bar.value = done;
+    $("progress-text").textContent = `${done}/${total} flows`;
+  } else {
+    bar.removeAttribute("value");
+    $("progress-text").textContent = "explaining";
+  }
+}
+
+// The report of a request, its flows' progress drawn as /api/explain?progress streams it.
+async function explained(body) {
+  const id = requests++;
+  running.set(id, null);
+  showProgress();
+  try {
+    const response = await api("/api/explain?progress", body);
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffered += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buffered.indexOf("\n")) >= 0) {
+        const line = JSON.parse(buffered.slice(0, end));
+        buffered = buffered.slice(end + 1);
+        if (line.progress) {
+          running.set(id, line.progress);
+          showProgress();
+        } else if (line.report) {
+          return line.report;
+        } else {
+          throw new Error(line.error);
+        }
+      }
+    }
+    throw new Error("the server ended its answer without a report");
+  } finally {
+    running.delete(id);
+    showProgress();
+  }
+}
+
 async function explainAll() {
   $("error").textContent = "";
   const compare = $("compare").checked;
   state.texts = [$("text-a").value, ...(compare ? [$("text-b").value] : [])];
   try {
-    const reports = await Promise.all(state.texts.map((_, i) => api("/api/explain", request(i)).then((r) => r.json())));
+    const reports = await Promise.all(state.texts.map((_, i) => explained(request(i))));
     state.reports = reports;
     state.generated = Math.min(state.generated, causal() ? reports[0].generated_tokens.length - 1 : 0);
     await loadHeads();
@@ -107,7 +164,7 @@ async function explainAll() {
 
 async function explainPane(i) {
   try {
-    state.reports[i] = await api("/api/explain", request(i)).then((r) => r.json());
+    state.reports[i] = await explained(request(i));
     draw();
   } catch (e) {
     $("error").textContent = e.message;

@@ -24,7 +24,8 @@ mod workspace;
 
 use std::cell::RefCell;
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use rayon::prelude::*;
 
@@ -54,7 +55,7 @@ pub fn flow(augmented: &[impl AsLayer], target: usize) -> Vec<Vec<f64>> {
 }
 
 /// [`flow`], calling `progress(done, n)` each time one sink's flows through every layer are
-/// done (from any thread, in any order). When `progress` answers `Break`, the sinks not
+/// done (from any thread, one call at a time, `done` counting up). When `progress` answers `Break`, the sinks not
 /// begun are left, and the flow fails with [`Error::Interrupted`] once those under way end.
 pub fn flow_with(
     augmented: &[impl AsLayer],
@@ -236,7 +237,8 @@ pub fn flow_from_every_position(augmented: &[impl AsLayer]) -> Vec<Vec<Vec<f64>>
 }
 
 /// [`flow_from_every_position`], calling `progress(done, total)` each time the flows from
-/// every position of one layer into one sink are done (from any thread, in any order).
+/// every position of one layer into one sink are done (from any thread, one call at a time,
+/// `done` counting up).
 ///
 /// One task per sink climbs the layers ([`climb_from_every_position_in`]), and a layer's
 /// flow from each position is settled without a search where it can be: by the flows of the
@@ -297,10 +299,11 @@ fn every_position(augmented: &[impl AsLayer], ticks: &Ticks) -> Vec<Vec<Vec<f64>
 }
 
 /// A flow's count of work done for its caller's progress, and whether the caller asked it
-/// to stop.
+/// to stop. Its progress is called one tick at a time, so that `done` counts up: a bar or a
+/// stream of counts never goes back.
 struct Ticks<'a> {
     progress: &'a ProgressFn<'a>,
-    done: AtomicUsize,
+    done: Mutex<usize>,
     stop: AtomicBool,
 }
 
@@ -308,7 +311,7 @@ impl<'a> Ticks<'a> {
     fn new(progress: &'a ProgressFn<'a>) -> Self {
         Self {
             progress,
-            done: AtomicUsize::new(0),
+            done: Mutex::new(0),
             stop: AtomicBool::new(false),
         }
     }
@@ -320,8 +323,9 @@ impl<'a> Ticks<'a> {
 
     /// One more of `total` done.
     fn tick(&self, total: usize) {
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        if let ControlFlow::Break(()) = (self.progress)(done, total) {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        *done += 1;
+        if let ControlFlow::Break(()) = (self.progress)(*done, total) {
             self.stop.store(true, Ordering::Relaxed);
         }
     }
