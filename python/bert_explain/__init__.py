@@ -3,8 +3,9 @@
 The Rust library does all the work (the same code as the ``bert-explain`` command line);
 this package hands it NumPy arrays and texts and returns NumPy arrays and the command line's
 JSON reports as dicts. Computations release the GIL. A flow that runs for more than a second
-shows the command line's progress bar on stderr, where stderr is a terminal, and Ctrl-C stops
-it with ``KeyboardInterrupt`` (a batch of texts or lines, at the flow or text under way).
+shows the command line's progress bar on stderr, where stderr is a terminal (in a Jupyter
+notebook, a bar in the cell's output), and Ctrl-C stops it with ``KeyboardInterrupt`` (a
+batch of texts or lines, at the flow or text under way).
 
 On attention you already have (``[layers, heads, n, n]`` or ``[layers, n, n]`` softmax
 probabilities, as ``--attention`` takes them; a NumPy array, anything with ``__array__``

@@ -91,3 +91,47 @@ def test_a_notebook_shows_the_page(tmp_path):
         cwd=CHECK.parent, capture_output=True, text=True, timeout=120,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_long_flow_draws_a_bar_in_the_cell_and_a_quick_one_none():
+    nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (scripts/setup-python.sh)")
+    nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (scripts/setup-python.sh)")
+
+    class Recording(nbclient.NotebookClient):
+        """Keeps each cell's bar updates as the kernel sends them."""
+
+        updates: list = []
+
+        def process_message(self, msg, cell, cell_index):
+            if msg["msg_type"] == "update_display_data":
+                self.updates.append((cell_index, msg["content"]["data"]["text/html"]))
+            return super().process_message(msg, cell, cell_index)
+
+    # A flow from every position on peaked random rows (a few seconds, as test_progress.py's),
+    # then one position's flow on 3 layers (milliseconds).
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            "import time, numpy as np, bert_explain\n"
+            "rng = np.random.default_rng(128)\n"
+            "logits = rng.normal(0, 4, size=(12, 1, 56, 56))\n"
+            "attention = np.exp(logits - logits.max(-1, keepdims=True))\n"
+            "attention /= attention.sum(-1, keepdims=True)\n"
+            "started = time.monotonic()\n"
+            "maps = bert_explain.all_positions(attention)\n"
+            "print(f'{time.monotonic() - started:.2f}')"
+        ),
+        nbformat.v4.new_code_cell("bert_explain.attention_flow(attention[:3], target=2).shape"),
+    ]
+    client = Recording(notebook, timeout=300, kernel_name="python3")
+    client.execute()
+    long, quick = (cell.outputs for cell in notebook.cells)
+    seconds = float([o for o in long if o.output_type == "stream"][0].text)
+    assert seconds > 1.2, seconds  # else the flow is too quick for the bar to move
+    bars = [o.data["text/html"] for o in long if o.output_type == "display_data"]
+    total = 12 * 56
+    assert bars == [f'<progress value="{total}" max="{total}" style="width: 24em"></progress> {total}/{total} flows']
+    # Drawn while the flow ran: counts going up before the last.
+    counts = [int(re.search(r'value="(\d+)"', html).group(1)) for cell, html in client.updates if cell == 0]
+    assert len(counts) >= 3 and counts == sorted(counts) and counts[0] < total, counts
+    assert [o.output_type for o in quick] == ["execute_result"]
