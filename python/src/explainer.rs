@@ -229,8 +229,8 @@ fn explain_texts(
 }
 
 /// `one(text, files, progress)` for each text with the GIL released and Ctrl-C heard
-/// ([`interruptible`]: it stops the flow under way and the texts after it), the first text getting the figure and page files the options name
-/// (created before any model runs).
+/// ([`interruptible`]: it stops the flow under way and the texts after it), the first text
+/// getting the figure and page files the options name (created before any model runs).
 fn each_text(
     py: Python<'_>,
     texts: &[String],

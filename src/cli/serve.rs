@@ -11,7 +11,8 @@
 //!   a causal model's for a prompt).
 //! - `POST /api/explain?progress`, same body: JSON lines as the work goes, each flow's
 //!   `{"progress": {"done": d, "total": t}}` (ten a second at most) and last `{"report": …}`
-//!   or `{"error": …, "status": 400|500}`; the explorer draws its bar from them.
+//!   or `{"error": …, "status": s}` (the status `/api/explain` would answer); the explorer
+//!   draws its bar from them.
 //! - `POST /api/figure?format=svg|png|html`, same body: the figure or the `--html` page.
 //! - `POST /api/heads` `{"text": …, "layer": l, options…}`: every head's attention in layer l,
 //!   `{"tokens": [...], "heads": [H][n][n]}`; for a causal model, over the prompt and the

@@ -55,8 +55,9 @@ pub fn flow(augmented: &[impl AsLayer], target: usize) -> Vec<Vec<f64>> {
 }
 
 /// [`flow`], calling `progress(done, n)` each time one sink's flows through every layer are
-/// done (from any thread, one call at a time, `done` counting up). When `progress` answers `Break`, the sinks not
-/// begun are left, and the flow fails with [`Error::Interrupted`] once those under way end.
+/// done (from any thread, one call at a time, `done` counting up). When `progress` answers
+/// `Break`, the sinks not begun are left, and the flow fails with [`Error::Interrupted`] once
+/// those under way end.
 pub fn flow_with(
     augmented: &[impl AsLayer],
     target: usize,
