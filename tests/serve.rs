@@ -516,6 +516,14 @@ fn the_explorer_in_a_browser_shows_the_command_lines_numbers() {
     let modern = model("tiny-bert-modern");
     let served = Served::start(&modern, &[]);
     let click = 2;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer");
+    std::fs::create_dir_all(&dir).unwrap();
+    let figure = dir.join("expected.svg");
+    let figure_arg = figure.display().to_string();
+    cli(
+        &modern,
+        &["--mixing", "norm", "--figure", &figure_arg, SENTENCE],
+    );
     let expected = json!({
         "text": SENTENCE,
         "second": "The author talked to Sara about [MASK] books",
@@ -524,9 +532,8 @@ fn the_explorer_in_a_browser_shows_the_command_lines_numbers() {
         "heads": cli(&modern, &[SENTENCE])["heads"],
         "both": cli(&modern, &["--mixing", "norm", SENTENCE]),
         "clicked": cli(&modern, &["--target", &click.to_string(), SENTENCE]),
+        "figure": std::fs::read_to_string(&figure).unwrap(),
     });
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer");
-    std::fs::create_dir_all(&dir).unwrap();
     let expected_path = dir.join("expected.json");
     std::fs::write(&expected_path, expected.to_string()).unwrap();
     let url = format!("http://{}/", served.address);

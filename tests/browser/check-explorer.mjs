@@ -1,7 +1,8 @@
 // Drives `bert-explain serve`'s explorer in headless Chromium (Debian's /usr/bin/chromium,
 // playwright-core) and checks what it shows against the command line's JSON reports:
 // type a sentence and explain it, the flow at the last layer on the page equals the
-// report's; click a token, the page explains that position; switch method, aggregation and
+// report's; the JSON and SVG downloads are the report and its --figure; click a token, the
+// page explains that position; switch method, aggregation and
 // layer; the head view draws lines for every head; compare shows two panes. While a text is
 // explained the bar under the button counts its flows (streamed by /api/explain?progress) up
 // to all done, and is hidden once the report is drawn. No console errors and no request
@@ -9,7 +10,8 @@
 //
 // Usage: node check-explorer.mjs URL EXPECTED.json SCREENSHOT.png
 //   EXPECTED.json: {"text", "second", "click", "layers", "heads", "mask": report,
-//   "clicked": report at position click, "both": report with --mixing norm}
+//   "clicked": report at position click, "both": report with --mixing norm, "figure": its
+//   --figure SVG}
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
 import { readFileSync } from "node:fs";
 import { args, checks, launch, near, watch } from "./chromium.mjs";
@@ -56,6 +58,19 @@ try {
   const L = expected.layers;
   compare(await shown(), expected.both.relevance.flow[L - 1], "flow at the last layer");
   seen.tokens = (await shown()).length;
+
+  // The downloads: the report as the command line prints it, and its --figure.
+  const downloaded = async (format) => {
+    const [file] = await Promise.all([page.waitForEvent("download"), page.click(`button[data-format=${format}]`)]);
+    return readFileSync(await file.path(), "utf8");
+  };
+  // Keys sorted: the expected report went through serde_json's sorted maps.
+  const sorted = (v) => Array.isArray(v) ? v.map(sorted) : v !== null && typeof v === "object" ?
+    Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted(v[k])])) : v;
+  const json = sorted(JSON.parse(await downloaded("json")));
+  check(JSON.stringify(json) === JSON.stringify(sorted(expected.both)), "the JSON download is not the report");
+  check(await downloaded("svg") === expected.figure, "the SVG download is not the command line's --figure");
+  check(await page.$eval("#working", (w) => w.hidden), "the bar is still shown after a download");
 
   // Method, aggregation and layer.
   await explained(() => page.selectOption("#mixing", "norm"));

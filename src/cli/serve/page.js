@@ -112,12 +112,22 @@ function showProgress() {
   }
 }
 
-// The report of a request, its flows' progress drawn as /api/explain?progress streams it.
-async function explained(body) {
+// `task(id)` with the bar shown while it runs; `id` names its count in `running`.
+async function whileWorking(task) {
   const id = requests++;
   running.set(id, null);
   showProgress();
   try {
+    return await task(id);
+  } finally {
+    running.delete(id);
+    showProgress();
+  }
+}
+
+// The report of a request, its flows' progress drawn as /api/explain?progress streams it.
+function explained(body) {
+  return whileWorking(async (id) => {
     const response = await api("/api/explain?progress", body);
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
@@ -141,10 +151,7 @@ async function explained(body) {
       }
     }
     throw new Error("the server ended its answer without a report");
-  } finally {
-    running.delete(id);
-    showProgress();
-  }
+  });
 }
 
 async function explainAll() {
@@ -349,7 +356,8 @@ async function download(format) {
     const body = request(0);
     if (causal()) body.figure_token = state.generated;
     try {
-      blob = await api(`/api/figure?format=${format}`, body).then((r) => r.blob());
+      // The figure is drawn from the text explained again: the bar shows while it is.
+      blob = await whileWorking(() => api(`/api/figure?format=${format}`, body).then((r) => r.blob()));
     } catch (e) {
       $("error").textContent = e.message;
       return;
