@@ -2,11 +2,11 @@
 // playwright-core) and checks what it shows against the command line's JSON reports:
 // type a sentence and explain it, the flow at the last layer on the page equals the
 // report's; the JSON and SVG downloads are the report and its --figure; click a token, the
-// page explains that position; switch method, aggregation and
-// layer; the head view draws lines for every head; compare shows two panes. While a text is
-// explained the bar under the button counts its flows (streamed by /api/explain?progress) up
-// to all done, and is hidden once the report is drawn. No console errors and no request
-// leaves the server. Writes a screenshot.
+// page explains that position; switch method, aggregation and layer; the head view draws
+// lines for every head; compare shows two panes. While a text is explained the bar under the
+// button counts its flows (streamed by /api/explain?progress) up to all done, and is hidden
+// once the report is drawn. No console errors and no request leaves the server. Writes a
+// screenshot.
 //
 // Usage: node check-explorer.mjs URL EXPECTED.json SCREENSHOT.png
 //   EXPECTED.json: {"text", "second", "click", "layers", "heads", "mask": report,
