@@ -57,6 +57,11 @@ impl Watch {
         Progress(Arc::new(move |_, _| stopping(&heard)))
     }
 
+    /// The last count the flows told, `(done, total)`.
+    fn count(&self) -> (usize, usize) {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// An error once Ctrl-C has come, for work between its texts or lines.
     pub fn check(&self) -> anyhow::Result<()> {
         match self.stop.load(Ordering::Relaxed) {
@@ -81,15 +86,13 @@ pub fn interruptible<T: Send>(
     py: Python<'_>,
     work: impl FnOnce(&Watch) -> anyhow::Result<T> + Send,
 ) -> PyResult<T> {
-    let watch = Watch::new();
-    let (stop, told) = (Arc::clone(&watch.stop), Arc::clone(&watch.count));
-    let count = || *told.lock().unwrap_or_else(|e| e.into_inner());
+    let watch = &Watch::new();
     let (started, mut notebook) = (Instant::now(), NotebookBar::default());
     let mut raised = None;
     let result = py.detach(|| {
         std::thread::scope(|scope| {
             let (sender, receiver) = channel();
-            scope.spawn(move || sender.send(work(&watch)));
+            scope.spawn(move || sender.send(work(watch)));
             loop {
                 match receiver.recv_timeout(LOOK) {
                     Ok(result) => break Some(result),
@@ -99,11 +102,11 @@ pub fn interruptible<T: Send>(
                         if raised.is_none() {
                             if let Err(err) = py.check_signals() {
                                 raised = Some(err);
-                                stop.store(true, Ordering::Relaxed);
+                                watch.stop.store(true, Ordering::Relaxed);
                             }
                         }
                         if started.elapsed() >= SHOWN_AFTER {
-                            notebook.show(py, count());
+                            notebook.show(py, watch.count());
                         }
                     }),
                 }
@@ -111,7 +114,7 @@ pub fn interruptible<T: Send>(
         })
     });
     // A bar already drawn is left showing the last count.
-    notebook.finish(py, count());
+    notebook.finish(py, watch.count());
     if let Some(err) = raised {
         return Err(err);
     }

@@ -138,17 +138,7 @@ impl State {
                 continue;
             }
             let answer = self.answer(&mut request);
-            let response = match answer {
-                Ok((body, kind)) => Response::from_data(body).with_header(header(kind)),
-                Err((status, message)) => {
-                    let body = serde_json::json!({ "error": message }).to_string();
-                    Response::from_data(body.into_bytes())
-                        .with_status_code(status)
-                        .with_header(header("application/json"))
-                }
-            };
-            // The client may have gone; nothing to do then.
-            let _ = request.respond(response);
+            respond(request, answer);
         }
     }
 
@@ -192,10 +182,8 @@ impl State {
     fn stream(&self, mut request: Request) {
         let body = read_body(&mut request);
         if *request.http_version() < HTTPVersion(1, 1) {
-            let message = r#"{"error":"?progress streams its lines in chunks: ask with HTTP/1.1"}"#;
-            let response = Response::from_string(message).with_status_code(505);
-            let _ = request.respond(response.with_header(header("application/json")));
-            return;
+            let message = "?progress streams its lines in chunks: ask with HTTP/1.1";
+            return respond(request, Err((505, message.into())));
         }
         let mut out = request.into_writer();
         let head = "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\
@@ -374,6 +362,21 @@ impl State {
             Args::from_arg_matches(&matches).map_err(|e| Error::Request(clap_message(&e)))?;
         Ok((args, matches))
     }
+}
+
+/// Sends `answer`: its body, or an error's status with `{"error": message}`.
+fn respond(request: Request, answer: Answer) {
+    let response = match answer {
+        Ok((body, kind)) => Response::from_data(body).with_header(header(kind)),
+        Err((status, message)) => {
+            let body = serde_json::json!({ "error": message }).to_string();
+            Response::from_data(body.into_bytes())
+                .with_status_code(status)
+                .with_header(header("application/json"))
+        }
+    };
+    // The client may have gone; nothing to do then.
+    let _ = request.respond(response);
 }
 
 /// A progress that sends `{"progress": …}` lines to `sender`: each count's first and last,
