@@ -4,8 +4,8 @@
 //! layers, counting its work. No part of the engine is used; the counts compare starts
 //! with each other, not with the engine.
 //!
-//!     rustc -O -o /tmp/warm_starts scripts/bench/warm_starts.rs
-//!     /tmp/warm_starts STACK.npy POSITION LAYER MODE
+//!     rustc -O --edition 2021 -o /tmp/warm_starts scripts/bench/warm_starts.rs
+//!     [BUDGET=F] /tmp/warm_starts STACK.npy POSITION LAYER MODE
 //!
 //! STACK.npy: float32 `[layers, heads, n, n]` (scripts/bench/peaked_flow.py's stacks); the
 //! heads are averaged, then `0.5 · A + 0.5 · I`, rows renormalised (SPEC §1, α = 0.5).
@@ -22,13 +22,18 @@
 //!   what the straight arc cannot carry first moved onto paths from the new source back to
 //!   `(LAYER - 1, POSITION)` (a search with that node as its target; what it cannot move
 //!   is withdrawn);
+//! - `push`: source POSITION, every sink; from below as in `sinks`, then this Dinic against
+//!   a highest-label push–relabel's first stage from the same start ([`Preflow`]; a global
+//!   relabelling after every F times the arcs' count of arc reads, F = 1 unless BUDGET
+//!   says), with their times;
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
 //!   bounds what can leave `(k, m)` for the sink, computed up from the sink the same way.
 //!
-//! Prints the depth-first steps (arcs advanced along) and breadth-first scans (arcs read) of
-//! each start in total, and the largest difference from the cold flows.
+//! Prints the depth-first steps (arcs advanced along; a push–relabel's pushes) and
+//! breadth-first scans (arcs read; all a push–relabel's reads) of each start in total, and
+//! the largest difference from the cold flows.
 
 use std::time::Instant;
 
@@ -222,11 +227,203 @@ impl<'a> Net<'a> {
     }
 }
 
+/// A highest-label push–relabel's first stage (a maximum preflow: what reaches the sink is
+/// the maximum flow), from whatever flow the net holds: every arc out of the source filled,
+/// labels the exact residual distances to the sink (a breadth-first search back from it) at
+/// the start and after every `budget` arc reads, and the gap rule. Its pushes are counted as
+/// steps, and every arc it reads (discharges, relabels, the searches back) as scans.
+struct Preflow {
+    excess: Vec<f64>,
+    label: Vec<u32>,
+    /// Nodes with excess, by label (entries go stale when a label changes; checked on use).
+    active: Vec<Vec<usize>>,
+    /// Nodes per label below `nodes`.
+    count: Vec<u32>,
+    pushes: u64,
+    relabels: u64,
+    globals: u64,
+}
+
+impl<'a> Net<'a> {
+    fn preflow(&mut self, source: usize, budget: f64) -> (f64, Preflow) {
+        let n = self.n;
+        let nodes = (self.top + 1) * n;
+        let s = self.top * n + source;
+        let mut p = Preflow {
+            excess: vec![0.0; nodes],
+            label: vec![nodes as u32; nodes],
+            active: vec![Vec::new(); nodes],
+            count: vec![0; nodes + 1],
+            pushes: 0,
+            relabels: 0,
+            globals: 0,
+        };
+        for a in 0..n {
+            self.scans += 1;
+            let (v, residual) = self.arc(s, a);
+            if residual > EPS {
+                self.push(s, a, residual);
+                p.excess[v] += residual;
+                p.pushes += 1;
+            }
+        }
+        let every = (budget * (2 * self.top * n * n) as f64) as u64;
+        let mut since = self.scans;
+        self.relabel_all(&mut p, s);
+        let mut highest = nodes - 1;
+        loop {
+            while highest > 0 && p.active[highest].is_empty() {
+                highest -= 1;
+            }
+            let Some(u) = p.active[highest].pop() else {
+                break;
+            };
+            if p.label[u] as usize != highest || p.excess[u] <= EPS {
+                continue;
+            }
+            self.discharge(u, &mut p);
+            // Its pushes went one label below its last.
+            highest = highest.max(p.label[u].min(nodes as u32 - 1) as usize);
+            if self.scans - since > every {
+                self.relabel_all(&mut p, s);
+                since = self.scans;
+                highest = nodes - 1;
+            } else if p.label[u] < nodes as u32 && p.excess[u] > EPS {
+                p.active[p.label[u] as usize].push(u);
+                highest = highest.max(p.label[u] as usize);
+            }
+        }
+        self.steps += p.pushes;
+        (self.entering(self.sink), p)
+    }
+
+    /// Pushes `u`'s excess down admissible arcs, relabelling it when none is left, until it
+    /// has none or its label reaches `nodes` (no path to the sink is left).
+    fn discharge(&mut self, u: usize, p: &mut Preflow) {
+        let n = self.n;
+        let nodes = p.label.len() as u32;
+        loop {
+            while self.cursor[u] < 2 * n {
+                let a = self.cursor[u];
+                self.scans += 1;
+                let (v, residual) = self.arc(u, a);
+                if residual > EPS && p.label[v] + 1 == p.label[u] {
+                    let amount = p.excess[u].min(residual);
+                    self.push(u, a, amount);
+                    p.pushes += 1;
+                    p.excess[u] -= amount;
+                    let was = p.excess[v];
+                    p.excess[v] += amount;
+                    if was <= EPS && v != self.sink && p.excess[v] > EPS {
+                        p.active[p.label[v] as usize].push(v);
+                    }
+                    if p.excess[u] <= EPS {
+                        return;
+                    }
+                }
+                self.cursor[u] += 1;
+            }
+            p.relabels += 1;
+            let old = p.label[u];
+            let mut least = nodes;
+            for a in 0..2 * n {
+                self.scans += 1;
+                let (v, residual) = self.arc(u, a);
+                if residual > EPS {
+                    least = least.min(p.label[v] + 1);
+                }
+            }
+            self.cursor[u] = 0;
+            p.count[old as usize] -= 1;
+            if p.count[old as usize] == 0 {
+                // Nothing is left at `old`: no node above it can reach the sink.
+                self.scans += p.label.len() as u64;
+                for w in 0..p.label.len() {
+                    if p.label[w] > old && p.label[w] < nodes {
+                        p.count[p.label[w] as usize] -= 1;
+                        p.label[w] = nodes;
+                    }
+                }
+                p.label[u] = nodes;
+                return;
+            }
+            p.label[u] = least.min(nodes);
+            if least >= nodes {
+                return;
+            }
+            p.count[least as usize] += 1;
+        }
+    }
+
+    /// Every label the residual distance to the sink (`nodes` where there is no path), and
+    /// the active nodes bucketed again.
+    fn relabel_all(&mut self, p: &mut Preflow, s: usize) {
+        let n = self.n;
+        let nodes = p.label.len();
+        p.globals += 1;
+        p.label.fill(nodes as u32);
+        p.count.fill(0);
+        p.label[self.sink] = 0;
+        p.count[0] = 1;
+        let mut queue = vec![self.sink];
+        let mut head = 0;
+        while head < queue.len() {
+            let v = queue[head];
+            head += 1;
+            let (k, i) = (v / n, v % n);
+            for m in 0..n {
+                // (k + 1, m) → (k, i) down, and (k - 1, m) → (k, i) back up.
+                let down = match k < self.top && (k > 0 || i == self.sink) {
+                    true => Some((
+                        (k + 1) * n + m,
+                        self.caps[k][m * n + i] - self.flow[k][m * n + i],
+                    )),
+                    false => None,
+                };
+                let up = match k > 0 {
+                    true => Some(((k - 1) * n + m, self.flow[k - 1][i * n + m])),
+                    false => None,
+                };
+                for (u, residual) in [down, up].into_iter().flatten() {
+                    self.scans += 1;
+                    if residual > EPS && u != s && p.label[u] == nodes as u32 {
+                        p.label[u] = p.label[v] + 1;
+                        p.count[p.label[u] as usize] += 1;
+                        queue.push(u);
+                    }
+                }
+            }
+        }
+        p.active.iter_mut().for_each(Vec::clear);
+        for u in 0..nodes {
+            if u != self.sink && u != s && p.excess[u] > EPS && p.label[u] < nodes as u32 {
+                p.active[p.label[u] as usize].push(u);
+            }
+        }
+        self.cursor.fill(0);
+    }
+}
+
 /// The maximum flow from `(top, source)` into `sink`, started from the maximum flow one
-/// layer down: that flow fed down the straight arc, what the arc cannot carry withdrawn,
-/// or with `reroute` first moved where it can onto paths from the new source that take over
-/// what `(top - 1, source)` sends (a search from the new source to that node).
+/// layer down ([`warm`]).
 fn from_below<'a>(
+    caps: &'a [Vec<f64>],
+    top: usize,
+    source: usize,
+    sink: usize,
+    reroute: bool,
+) -> Net<'a> {
+    let n = positions(caps);
+    let mut net = warm(caps, top, source, sink, reroute);
+    net.solve(&[top * n + source]);
+    net
+}
+
+/// The start from below of a flow from `(top, source)` into `sink`: the maximum flow one
+/// layer down fed down the straight arc, what the arc cannot carry withdrawn, or with
+/// `reroute` first moved where it can onto paths from the new source that take over what
+/// `(top - 1, source)` sends (a search from the new source to that node).
+fn warm<'a>(
     caps: &'a [Vec<f64>],
     top: usize,
     source: usize,
@@ -249,7 +446,6 @@ fn from_below<'a>(
     if excess > 0.0 {
         net.withdraw_down(top - 1, source, excess);
     }
-    net.solve(&[top * n + source]);
     net
 }
 
@@ -380,6 +576,41 @@ fn reroute(caps: &[Vec<f64>], top: usize, source: usize) {
     println!("largest difference: {worst:e}");
 }
 
+/// A push–relabel against the Dinic, both from the same start from below, every sink.
+fn push(caps: &[Vec<f64>], top: usize, source: usize, budget: f64) {
+    let n = positions(caps);
+    let (mut dinic, mut preflow) = (Work::default(), Work::default());
+    let (mut dinic_s, mut preflow_s) = (0.0, 0.0);
+    let (mut pushes, mut relabels, mut globals) = (0, 0, 0);
+    let mut worst = 0.0f64;
+    for sink in 0..n {
+        let start = warm(caps, top, source, sink, false);
+        let mut a = Net::new(caps, top, sink);
+        a.flow.clone_from(&start.flow);
+        let mut b = Net::new(caps, top, sink);
+        b.flow.clone_from(&start.flow);
+        let clock = Instant::now();
+        let want = a.solve(&[top * n + source]);
+        dinic_s += clock.elapsed().as_secs_f64();
+        let clock = Instant::now();
+        let (got, p) = b.preflow(source, budget);
+        preflow_s += clock.elapsed().as_secs_f64();
+        dinic.add(a.steps, a.scans);
+        preflow.add(b.steps, b.scans);
+        (pushes, relabels, globals) = (
+            pushes + p.pushes,
+            relabels + p.relabels,
+            globals + p.globals,
+        );
+        worst = worst.max((got - want).abs() / want.max(1e-300));
+    }
+    println!("from below, Dinic: {dinic}, {dinic_s:.3} s");
+    println!(
+        "from below, push–relabel: {preflow} ({pushes} pushes, {relabels} relabels, {globals} global relabellings), {preflow_s:.3} s"
+    );
+    println!("largest difference, relative: {worst:e}");
+}
+
 /// `Σ_m min(a_m, c[m][·])` for every column, given `a`: what can pass one layer.
 fn spread(a: &[f64], c: &[f64], n: usize) -> Vec<f64> {
     let mut out = vec![0.0; n];
@@ -495,7 +726,7 @@ fn read(path: &str) -> Vec<Vec<f64>> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, position, layer, mode] = &args[..] else {
-        eprintln!("usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute");
+        eprintln!("usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push");
         std::process::exit(2);
     };
     let caps = read(path);
@@ -510,7 +741,11 @@ fn main() {
         "sources" => sources(&caps, top),
         "bounds" => bounds(&caps, top, position),
         "reroute" => reroute(&caps, top, position),
-        _ => panic!("MODE: sinks, sources, bounds or reroute"),
+        "push" => {
+            let budget = std::env::var("BUDGET").map_or(1.0, |b| b.parse().expect("a number"));
+            push(&caps, top, position, budget)
+        }
+        _ => panic!("MODE: sinks, sources, bounds, reroute or push"),
     }
     eprintln!("{:.1} s", started.elapsed().as_secs_f64());
 }
