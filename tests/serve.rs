@@ -81,11 +81,11 @@ impl Served {
         (status, head, response[split + 4..].to_vec())
     }
 
-    /// The JSON lines of `/api/explain?progress` for `body`, its chunks joined.
-    fn stream(&self, body: &Value) -> Vec<Value> {
+    /// The JSON lines of `/api/explain?{query}` for `body`, its chunks joined.
+    fn stream(&self, query: &str, body: &Value) -> Vec<Value> {
         let bytes = body.to_string();
-        let (status, head, mut chunked) =
-            self.exchange("1.1", "POST", "/api/explain?progress", bytes.as_bytes());
+        let path = format!("/api/explain?{query}");
+        let (status, head, mut chunked) = self.exchange("1.1", "POST", &path, bytes.as_bytes());
         assert_eq!(status, 200, "{head}");
         assert!(head.contains("Transfer-Encoding: chunked"), "{head}");
         assert!(
@@ -247,11 +247,15 @@ fn reports_equal_the_command_lines() {
 #[test]
 fn progress_streams_each_flows_count_then_the_report() {
     let served = Served::start(&model("tiny-bert-modern"), &[]);
-    for body in [
-        json!({"text": SENTENCE, "mixing": ["norm"]}),
-        json!({"text": SENTENCE, "all_positions": true}),
+    for (query, body) in [
+        ("progress", json!({"text": SENTENCE, "mixing": ["norm"]})),
+        (
+            "progress=1",
+            json!({"text": SENTENCE, "all_positions": true}),
+        ),
+        ("progress=true", json!({"text": SENTENCE})),
     ] {
-        let mut lines = served.stream(&body);
+        let mut lines = served.stream(query, &body);
         let last = lines.pop().unwrap();
         assert_eq!(
             last["report"],
@@ -289,8 +293,14 @@ fn progress_streams_each_flows_count_then_the_report() {
     let body = json!({"text": "no mask here"});
     let (status, plain) = served.post("/api/explain", &body);
     assert_eq!(status, 400);
-    let lines = served.stream(&body);
+    let lines = served.stream("progress", &body);
     assert_eq!(lines, [json!({"error": plain["error"], "status": 400})]);
+    // Progress declined: the plain report.
+    let body = json!({"text": SENTENCE});
+    for query in ["progress=0", "progress=false"] {
+        let (status, got) = served.post(&format!("/api/explain?{query}"), &body);
+        assert_eq!((status, &got), (200, &served.post("/api/explain", &body).1));
+    }
     // Chunks need HTTP/1.1.
     let bytes = body.to_string();
     let (status, _, answer) =
@@ -355,12 +365,29 @@ fn mistakes_get_the_command_lines_messages_and_4xx() {
     assert_eq!(status, 413);
     assert_eq!(served.call("GET", "/api/explain", b"").0, 405);
     assert_eq!(served.call("GET", "/nothing", b"").0, 404);
-    let (status, _) = served.call(
-        "POST",
-        "/api/figure?format=gif",
-        json!({"text": SENTENCE}).to_string().as_bytes(),
-    );
-    assert_eq!(status, 400);
+    // A query the endpoint does not take is refused, not passed over.
+    for (path, needle) in [
+        (
+            "/api/figure?format=gif",
+            "format=gif is not svg, png or html",
+        ),
+        (
+            "/api/figure?format=svg&scale=2",
+            "/api/figure takes ?format, not ?scale",
+        ),
+        (
+            "/api/explain?progres",
+            "/api/explain takes ?progress, not ?progres",
+        ),
+        (
+            "/api/explain?progress=yes",
+            "progress=yes is not 1, true, 0 or false",
+        ),
+    ] {
+        let (status, got) = served.post(path, &json!({"text": SENTENCE}));
+        assert_eq!(status, 400, "{path}");
+        assert!(got["error"].as_str().unwrap().contains(needle), "{got}");
+    }
     // Still answering after all that.
     assert_eq!(
         served.post("/api/explain", &json!({"text": SENTENCE})).0,

@@ -9,18 +9,19 @@
 //! - `GET /api/info`: the model, its family and task.
 //! - `POST /api/explain` `{"text": …, options…}`: the report of `bert-explain --json` (SPEC §4;
 //!   a causal model's for a prompt).
-//! - `POST /api/explain?progress`, same body: JSON lines as the work goes, each flow's
-//!   `{"progress": {"done": d, "total": t}}` (ten a second at most) and last `{"report": …}`
-//!   or `{"error": …, "status": s}` (the status `/api/explain` would answer); the explorer
-//!   draws its bar from them.
+//! - `POST /api/explain?progress` (or `=1`, `=true`), same body: JSON lines as the work goes,
+//!   each flow's `{"progress": {"done": d, "total": t}}` (ten a second at most) and last
+//!   `{"report": …}` or `{"error": …, "status": s}` (the status `/api/explain` would answer);
+//!   the explorer draws its bar from them.
 //! - `POST /api/figure?format=svg|png|html`, same body: the figure or the `--html` page.
 //! - `POST /api/heads` `{"text": …, "layer": l, options…}`: every head's attention in layer l,
 //!   `{"tokens": [...], "heads": [H][n][n]}`; for a causal model, over the prompt and the
 //!   tokens generated from it but the last (its options as for `/api/explain`).
 //!
-//! A mistake in the request is a 400 with the command line's message (`{"error": …}`),
-//! anything else a 500; bodies over a mebibyte are refused. A few threads answer, each
-//! request explained on one of them, so concurrent requests queue rather than pile up.
+//! A mistake in the request is a 400 with the command line's message (`{"error": …}`), as is a
+//! query parameter that `/api/explain` or `/api/figure` does not take; anything else is a 500;
+//! bodies over a mebibyte are refused. A few threads answer, each request explained on one of
+//! them, so concurrent requests queue rather than pile up.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -133,7 +134,11 @@ impl State {
     /// Answers requests until the server stops.
     fn answer_all(&self) {
         for mut request in self.server.incoming_requests() {
-            if *request.method() == Method::Post && request.url() == "/api/explain?progress" {
+            let (path, query) = request.url().split_once('?').unwrap_or((request.url(), ""));
+            let streams = *request.method() == Method::Post
+                && path == "/api/explain"
+                && progress_of(query) == Ok(true);
+            if streams {
                 self.stream(request);
                 continue;
             }
@@ -149,11 +154,15 @@ impl State {
             (Method::Get, "/") => Ok((page().into_bytes(), "text/html; charset=utf-8")),
             (Method::Get, "/api/info") => Ok((self.info().into_bytes(), "application/json")),
             (Method::Post, "/api/explain" | "/api/figure" | "/api/heads") => {
+                let format = match path.as_str() {
+                    "/api/explain" => progress_of(&query).map(|_| None),
+                    "/api/figure" => format_of(&query).map(Some),
+                    _ => Ok(None),
+                }?;
                 let body = read_body(request)?;
                 match path.as_str() {
-                    "/api/explain" => self.explain(&body, None, None),
-                    "/api/figure" => self.explain(&body, Some(format_of(&query)?), None),
-                    _ => self.heads(&body),
+                    "/api/heads" => self.heads(&body),
+                    _ => self.explain(&body, format, None),
                 }
                 .map_err(|e| status_of(&e))
             }
@@ -443,16 +452,36 @@ fn content_type(format: Option<Format>) -> &'static str {
 
 /// `format=svg|png|html` from the query.
 fn format_of(query: &str) -> Result<Format, (u16, String)> {
-    let format = query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("format="))
-        .unwrap_or("svg");
-    match format {
+    match parameter(query, "format", "/api/figure")?.unwrap_or("svg") {
         "svg" => Ok(Format::Svg),
         "png" => Ok(Format::Png),
         "html" => Ok(Format::Html),
         other => Err((400, format!("format={other} is not svg, png or html"))),
     }
+}
+
+/// Whether `/api/explain`'s query asks for its progress: `progress`, `progress=1` or
+/// `progress=true` do, none or `progress=0` or `progress=false` do not.
+fn progress_of(query: &str) -> Result<bool, (u16, String)> {
+    match parameter(query, "progress", "/api/explain")? {
+        None | Some("0" | "false") => Ok(false),
+        Some("" | "1" | "true") => Ok(true),
+        Some(other) => Err((400, format!("progress={other} is not 1, true, 0 or false"))),
+    }
+}
+
+/// The value of `name` in `query` (`""` where it has none), the one parameter `path` takes:
+/// any other is refused rather than passed over.
+fn parameter<'a>(query: &'a str, name: &str, path: &str) -> Result<Option<&'a str>, (u16, String)> {
+    let mut value = None;
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (key, given) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != name {
+            return Err((400, format!("{path} takes ?{name}, not ?{key}")));
+        }
+        value = Some(given);
+    }
+    Ok(value)
 }
 
 /// The request's body as JSON, at most [`BODY_LIMIT`] bytes.
