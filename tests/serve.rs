@@ -242,6 +242,30 @@ fn reports_equal_the_command_lines() {
         "The author talked to",
     ];
     assert_eq!(got, cli(&gpt2, &args));
+    // Its figures at a generated token, drawn from the report just explained, are the
+    // command line's; a token past those asked for is refused.
+    for token in [None, Some("0"), Some("2")] {
+        let figure = dir.path().join(format!("g{token:?}.svg"));
+        let mut args = args.to_vec();
+        let path = figure.display().to_string();
+        args.splice(0..0, ["--figure", &path]);
+        let mut body = body.clone();
+        if let Some(token) = token {
+            args.splice(0..0, ["--figure-token", token]);
+            body["figure_token"] = json!(token.parse::<u64>().unwrap());
+        }
+        cli(&gpt2, &args);
+        let (status, bytes) = served.call("POST", "/api/figure", body.to_string().as_bytes());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+        assert_eq!(
+            bytes,
+            std::fs::read(&figure).unwrap(),
+            "figure token {token:?}"
+        );
+    }
+    let mut body = body.clone();
+    body["figure_token"] = json!(3);
+    assert_eq!(served.post("/api/figure", &body).0, 400);
 }
 
 #[test]
@@ -289,6 +313,11 @@ fn progress_streams_each_flows_count_then_the_report() {
         let begins = counts.iter().filter(|&&(d, _)| d == 1).count();
         assert!(ends == begins && ends >= 1, "{counts:?}");
     }
+    // The same request again is answered from the report remembered: no flow, no count.
+    let body = json!({"text": SENTENCE});
+    let again = served.stream("progress", &body);
+    assert_eq!(again.len(), 1, "{:?}", again.first());
+    assert_eq!(again[0]["report"], served.post("/api/explain", &body).1);
     // A mistake: the 400's message, as the last line.
     let body = json!({"text": "no mask here"});
     let (status, plain) = served.post("/api/explain", &body);

@@ -23,6 +23,7 @@
 //! bodies over a mebibyte are refused. A few threads answer, each request explained on one of
 //! them, so concurrent requests queue rather than pile up.
 
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::ControlFlow;
@@ -54,6 +55,9 @@ const STYLE: &str = include_str!("serve/page.css");
 const BODY_LIMIT: u64 = 1 << 20;
 /// How many requests are explained at once.
 const WORKERS: usize = 2;
+/// How many of the last reports are kept, so that a figure of one is not explained again
+/// (two: the explorer compares two texts).
+const REMEMBERED: usize = 2;
 /// The least time between two progress lines of a count (its first and last always go).
 const TICK: Duration = Duration::from_millis(100);
 
@@ -109,6 +113,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         loaded,
         model: source.to_string(),
         server,
+        recent: Mutex::default(),
     });
     std::thread::scope(|scope| {
         for _ in 0..WORKERS {
@@ -125,6 +130,10 @@ struct State {
     /// The model as reports name it.
     model: String,
     server: Server,
+    /// The last reports explained, newest first, each under its request's body less
+    /// `figure_token`: a figure of the report just explained, or the same request again,
+    /// is drawn from it instead of explained again.
+    recent: Mutex<VecDeque<(String, Arc<Explained>)>>,
 }
 
 /// A response's body and content type, or an error's status and message.
@@ -254,31 +263,68 @@ impl State {
         let (args, matches) = self.arguments(body, skip)?;
         let text = args.text.clone().unwrap_or_default();
         let mut options = explain_options(&args)?;
-        let shown = match &self.loaded {
+        match &self.loaded {
             Loaded::Encoder(explainer) => {
                 refuse_unused(&matches, Mode::Masked, &self.model)?;
                 refuse_for_task(|id| given(&matches, id), explainer.task(), &self.model)?;
+            }
+            Loaded::Causal(_) => refuse_unused(&matches, Mode::Causal, &self.model)?,
+        }
+        let mut key = body.clone();
+        key.as_object_mut()
+            .map(|fields| fields.remove("figure_token"));
+        let key = key.to_string();
+        let remembered = self.remembered(&key);
+        let explained = match (remembered, &self.loaded) {
+            (Some(explained), _) => explained,
+            (None, Loaded::Encoder(explainer)) => {
                 options.mixing = mixing_for(explainer, &args, options.mixing);
                 options.progress = progress;
-                view(explainer.explain(&text, &options)?, args.hide_special)
+                let shown = view(explainer.explain(&text, &options)?, args.hide_special);
+                self.remember(key, shown)
             }
-            Loaded::Causal(explainer) => {
-                refuse_unused(&matches, Mode::Causal, &self.model)?;
+            (None, Loaded::Causal(explainer)) => {
                 let causal = CausalOptions {
                     progress,
                     ..args.causal.options(&options)
                 };
                 let report = explainer.explain(&text, &causal)?;
-                let token = body.get("figure_token").and_then(Value::as_u64);
-                Explained::from(GeneratedView::new(report, token.map(|t| t as usize))?)
+                self.remember(key, GeneratedView::new(report, None)?.into())
             }
+        };
+        let token = body.get("figure_token").and_then(Value::as_u64);
+        let at_token;
+        let shown = match (&*explained, token) {
+            (Explained::Generated(generated), Some(token)) => {
+                let report = generated.report.clone();
+                at_token = Explained::from(GeneratedView::new(report, Some(token as usize))?);
+                &at_token
+            }
+            _ => &*explained,
         };
         let mut bytes = Vec::new();
         match format {
-            None => Json.render(&shown, &mut bytes)?,
-            Some(format) => format.renderer().render(&shown, &mut bytes)?,
+            None => Json.render(shown, &mut bytes)?,
+            Some(format) => format.renderer().render(shown, &mut bytes)?,
         }
         Ok((bytes, content_type(format)))
+    }
+
+    /// The report remembered under `key`, if it is among the last few explained.
+    fn remembered(&self, key: &str) -> Option<Arc<Explained>> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let found = recent.iter().find(|(known, _)| known == key);
+        found.map(|(_, explained)| Arc::clone(explained))
+    }
+
+    /// Remembers `explained` under `key`, forgetting the oldest beyond [`REMEMBERED`].
+    fn remember(&self, key: String, explained: Explained) -> Arc<Explained> {
+        let explained = Arc::new(explained);
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.retain(|(known, _)| *known != key);
+        recent.push_front((key, Arc::clone(&explained)));
+        recent.truncate(REMEMBERED);
+        explained
     }
 
     /// Every head's attention in the request's layer: over the text, or for a causal model
