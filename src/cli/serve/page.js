@@ -356,7 +356,8 @@ async function download(format) {
     const body = request(0);
     if (causal()) body.figure_token = state.generated;
     try {
-      // The figure is drawn from the text explained again: the bar shows while it is.
+      // The server draws it from the report it kept, or explains the text again if that
+      // report is gone (two others since): the bar shows while it does.
       blob = await whileWorking(() => api(`/api/figure?format=${format}`, body).then((r) => r.blob()));
     } catch (e) {
       $("error").textContent = e.message;
