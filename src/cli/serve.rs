@@ -270,9 +270,11 @@ impl State {
             }
             Loaded::Causal(_) => refuse_unused(&matches, Mode::Causal, &self.model)?,
         }
+        // The report is the same whichever generated token a figure shows.
         let mut key = body.clone();
-        key.as_object_mut()
-            .map(|fields| fields.remove("figure_token"));
+        if let Some(fields) = key.as_object_mut() {
+            fields.remove("figure_token");
+        }
         let key = key.to_string();
         let remembered = self.remembered(&key);
         let explained = match (remembered, &self.loaded) {
