@@ -26,6 +26,10 @@
 //!   a highest-label push–relabel's first stage from the same start ([`Preflow`]; a global
 //!   relabelling after every F times the arcs' count of arc reads, F = 1 unless BUDGET
 //!   says), with their times;
+//! - `pseudo`: the same with a highest-label pseudoflow ([`Pseudoflow`]; no global labels:
+//!   strong trees that cannot reach a weak node frozen by a search back from the weak nodes
+//!   at the start and after every 2 times the arcs' count of arc reads), its value the
+//!   capacity of the minimum cut its strong nodes make;
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
@@ -576,6 +580,318 @@ fn reroute(caps: &[Vec<f64>], top: usize, source: usize) {
     println!("largest difference: {worst:e}");
 }
 
+/// Hochbaum's pseudoflow (highest label, as in Chandran and Hochbaum's study), from
+/// whatever flow the net holds: every arc out of the source and into the sink filled, each
+/// node a tree of its own, a strong root's excess sent down a merger arc into a node one
+/// label lower and on to that tree's root, a tree split where an arc on the way fills. Its
+/// first stage ends with the strong nodes the source's side of a minimum cut, whose
+/// capacity is the maximum flow. Counts: pushes (along tree arcs and merger arcs, as steps)
+/// and arc reads (as scans); tree steps (nodes visited finding a merger or re-rooting).
+struct Pseudoflow {
+    excess: Vec<f64>,
+    label: Vec<u32>,
+    parent: Vec<usize>,
+    /// A node's arc to its parent, as [`Net::arc`] numbers them from the node.
+    up_arc: Vec<usize>,
+    children: Vec<Vec<usize>>,
+    /// Strong roots by label (stale entries checked on use).
+    strong: Vec<Vec<usize>>,
+    pushes: u64,
+    relabels: u64,
+    tree_steps: u64,
+}
+
+const NO_PARENT: usize = usize::MAX;
+
+impl<'a> Net<'a> {
+    fn pseudoflow(&mut self, source: usize) -> (f64, Pseudoflow) {
+        let n = self.n;
+        let nodes = (self.top + 1) * n;
+        let s = self.top * n + source;
+        let mut p = Pseudoflow {
+            excess: vec![0.0; nodes],
+            label: vec![1; nodes],
+            parent: vec![NO_PARENT; nodes],
+            up_arc: vec![0; nodes],
+            children: vec![Vec::new(); nodes],
+            strong: vec![Vec::new(); nodes + 1],
+            pushes: 0,
+            relabels: 0,
+            tree_steps: 0,
+        };
+        p.label[s] = nodes as u32;
+        p.label[self.sink] = 0;
+        for a in 0..n {
+            let (v, residual) = self.arc(s, a);
+            if residual > 0.0 {
+                self.push(s, a, residual);
+                p.excess[v] += residual;
+            }
+        }
+        for i in 0..n {
+            let u = n + i;
+            let (_, residual) = self.arc(u, self.sink);
+            if residual > 0.0 {
+                self.push(u, self.sink, residual);
+                p.excess[u] -= residual;
+            }
+        }
+        for u in 0..nodes {
+            if u != s && u != self.sink && p.excess[u] > EPS {
+                p.strong[1].push(u);
+            }
+        }
+        self.cursor.fill(0);
+        let every = 2 * (self.top * n * n) as u64;
+        let mut since = self.scans;
+        self.freeze(&mut p, s);
+        let mut highest = nodes - 1;
+        loop {
+            if self.scans - since > every {
+                self.freeze(&mut p, s);
+                since = self.scans;
+                highest = nodes - 1;
+            }
+            while highest > 0 && p.strong[highest].is_empty() {
+                highest -= 1;
+            }
+            let Some(root) = p.strong[highest].pop() else {
+                break;
+            };
+            let current = p.parent[root] == NO_PARENT
+                && p.excess[root] > EPS
+                && p.label[root] as usize == highest;
+            if current {
+                if let Some(top) = self.process(root, s, &mut p) {
+                    highest = highest.max(top);
+                }
+            }
+        }
+        // The strong nodes (their root holds excess) and the source: a minimum cut's side.
+        let mut side = vec![false; nodes];
+        side[s] = true;
+        for u in 0..nodes {
+            let mut root = u;
+            while p.parent[root] != NO_PARENT {
+                root = p.parent[root];
+            }
+            side[u] |= u != self.sink && p.excess[root] > EPS;
+        }
+        let mut cut = 0.0;
+        for u in (0..nodes).filter(|&u| side[u] && u >= n) {
+            let (k, i) = (u / n, u % n);
+            for j in 0..n {
+                let v = (k - 1) * n + j;
+                let arc_exists = k > 1 || j == self.sink;
+                if arc_exists && !side[v] {
+                    self.scans += 1;
+                    cut += self.caps[k - 1][i * n + j];
+                }
+            }
+        }
+        self.steps += p.pushes;
+        (cut, p)
+    }
+
+    /// The root of `u`'s tree.
+    fn root_of(u: usize, p: &mut Pseudoflow) -> usize {
+        let mut root = u;
+        while p.parent[root] != NO_PARENT {
+            p.tree_steps += 1;
+            root = p.parent[root];
+        }
+        root
+    }
+
+    /// Strong trees none of whose nodes can reach a weak node over residual arcs will never
+    /// merge: every label in them is raised to the end at once (a breadth-first search back
+    /// from the weak nodes, its reads counted as scans).
+    fn freeze(&mut self, p: &mut Pseudoflow, s: usize) {
+        let n = self.n;
+        let nodes = p.label.len();
+        let strong: Vec<bool> = (0..nodes)
+            .map(|u| {
+                let root = Self::root_of(u, p);
+                u != s && u != self.sink && p.excess[root] > EPS
+            })
+            .collect();
+        let mut reaches = vec![false; nodes];
+        let mut queue: Vec<usize> = (0..nodes)
+            .filter(|&u| u != s && u != self.sink && !strong[u])
+            .collect();
+        queue.iter().for_each(|&u| reaches[u] = true);
+        let mut head = 0;
+        while head < queue.len() {
+            let v = queue[head];
+            head += 1;
+            let (k, i) = (v / n, v % n);
+            for m in 0..n {
+                let down = match k < self.top && k > 0 {
+                    true => Some((
+                        (k + 1) * n + m,
+                        self.caps[k][m * n + i] - self.flow[k][m * n + i],
+                    )),
+                    false => None,
+                };
+                let up = match k > 1 {
+                    true => Some(((k - 1) * n + m, self.flow[k - 1][i * n + m])),
+                    false => None,
+                };
+                for (u, residual) in [down, up].into_iter().flatten() {
+                    self.scans += 1;
+                    if residual > EPS && strong[u] && !reaches[u] {
+                        reaches[u] = true;
+                        queue.push(u);
+                    }
+                }
+            }
+        }
+        // A tree is frozen where none of its nodes reaches.
+        let mut alive = vec![false; nodes];
+        for u in (0..nodes).filter(|&u| strong[u] && reaches[u]) {
+            alive[Self::root_of(u, p)] = true;
+        }
+        for u in (0..nodes).filter(|&u| strong[u]) {
+            if !alive[Self::root_of(u, p)] {
+                p.label[u] = nodes as u32;
+            }
+        }
+    }
+
+    /// Looks through the nodes of `root`'s tree that share its label for a merger arc, and
+    /// takes the first found; else relabels them all. Returns the highest label of a strong
+    /// root it made.
+    fn process(&mut self, root: usize, s: usize, p: &mut Pseudoflow) -> Option<usize> {
+        let label = p.label[root];
+        let mut stack = vec![root];
+        let mut visited = Vec::new();
+        while let Some(x) = stack.pop() {
+            p.tree_steps += 1;
+            visited.push(x);
+            while self.cursor[x] < 2 * self.n {
+                let a = self.cursor[x];
+                self.scans += 1;
+                let (w, residual) = self.arc(x, a);
+                if residual > EPS && w != s && w != self.sink && p.label[w] + 1 == label {
+                    return self.merge(root, x, a, w, p);
+                }
+                self.cursor[x] += 1;
+            }
+            let same: Vec<usize> = (p.children[x].iter())
+                .copied()
+                .filter(|&c| p.label[c] == label)
+                .collect();
+            stack.extend(same);
+        }
+        for &x in &visited {
+            p.label[x] += 1;
+            self.cursor[x] = 0;
+            p.relabels += 1;
+        }
+        let raised = label as usize + 1;
+        match raised < p.label[s] as usize {
+            true => {
+                p.strong[raised].push(root);
+                Some(raised)
+            }
+            false => None,
+        }
+    }
+
+    /// Hangs `u`'s tree, rooted again at `u`, under `w` by `u`'s arc `a`, and sends the old
+    /// root's excess down to the new root, splitting where an arc fills.
+    fn merge(
+        &mut self,
+        root: usize,
+        u: usize,
+        a: usize,
+        w: usize,
+        p: &mut Pseudoflow,
+    ) -> Option<usize> {
+        let n = self.n;
+        let (mut node, mut new_parent, mut new_arc) = (u, w, a);
+        loop {
+            p.tree_steps += 1;
+            let (old_parent, old_arc) = (p.parent[node], p.up_arc[node]);
+            if old_parent != NO_PARENT {
+                p.children[old_parent].retain(|&c| c != node);
+            }
+            p.parent[node] = new_parent;
+            p.up_arc[node] = new_arc;
+            p.children[new_parent].push(node);
+            if old_parent == NO_PARENT {
+                break;
+            }
+            // The same arc, numbered from the old parent's end.
+            new_arc = match old_arc < n {
+                true => n + node % n,
+                false => node % n,
+            };
+            new_parent = node;
+            node = old_parent;
+        }
+        let mut top = None;
+        let mut node = root;
+        while p.excess[node] > EPS && p.parent[node] != NO_PARENT {
+            let (parent, arc) = (p.parent[node], p.up_arc[node]);
+            let (_, residual) = self.arc(node, arc);
+            let was = p.excess[parent];
+            let amount = p.excess[node].min(residual.max(0.0));
+            self.push(node, arc, amount);
+            p.pushes += 1;
+            p.excess[node] -= amount;
+            p.excess[parent] += amount;
+            if p.excess[node] > EPS {
+                // The arc is full: `node` and its subtree a strong tree of their own.
+                p.children[parent].retain(|&c| c != node);
+                p.parent[node] = NO_PARENT;
+                let label = p.label[node] as usize;
+                p.strong[label].push(node);
+                top = top.max(Some(label));
+            }
+            node = parent;
+            let root_now_strong = p.parent[node] == NO_PARENT && was <= EPS && p.excess[node] > EPS;
+            if root_now_strong && (p.label[node] as usize) < p.strong.len() - 1 {
+                let label = p.label[node] as usize;
+                p.strong[label].push(node);
+                top = top.max(Some(label));
+            }
+        }
+        top
+    }
+}
+
+/// The pseudoflow against the Dinic, both from the same start from below, every sink.
+fn pseudo(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = positions(caps);
+    let (mut dinic, mut pseudo) = (Work::default(), Work::default());
+    let (mut dinic_s, mut pseudo_s) = (0.0, 0.0);
+    let (mut relabels, mut tree_steps) = (0, 0);
+    let mut worst = 0.0f64;
+    for sink in 0..n {
+        let start = warm(caps, top, source, sink, false);
+        let mut a = Net::new(caps, top, sink);
+        a.flow.clone_from(&start.flow);
+        let mut b = Net::new(caps, top, sink);
+        b.flow.clone_from(&start.flow);
+        let clock = Instant::now();
+        let want = a.solve(&[top * n + source]);
+        dinic_s += clock.elapsed().as_secs_f64();
+        let clock = Instant::now();
+        let (got, p) = b.pseudoflow(source);
+        pseudo_s += clock.elapsed().as_secs_f64();
+        dinic.add(a.steps, a.scans);
+        pseudo.add(b.steps, b.scans);
+        (relabels, tree_steps) = (relabels + p.relabels, tree_steps + p.tree_steps);
+        worst = worst.max((got - want).abs() / want.max(1e-300));
+    }
+    println!("from below, Dinic: {dinic}, {dinic_s:.3} s");
+    println!(
+        "from below, pseudoflow: {pseudo} ({relabels} relabels, {tree_steps} tree steps), {pseudo_s:.3} s"
+    );
+    println!("largest difference, relative: {worst:e}");
+}
+
 /// A push–relabel against the Dinic, both from the same start from below, every sink.
 fn push(caps: &[Vec<f64>], top: usize, source: usize, budget: f64) {
     let n = positions(caps);
@@ -726,7 +1042,9 @@ fn read(path: &str) -> Vec<Vec<f64>> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, position, layer, mode] = &args[..] else {
-        eprintln!("usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push");
+        eprintln!(
+            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo"
+        );
         std::process::exit(2);
     };
     let caps = read(path);
@@ -741,11 +1059,12 @@ fn main() {
         "sources" => sources(&caps, top),
         "bounds" => bounds(&caps, top, position),
         "reroute" => reroute(&caps, top, position),
+        "pseudo" => pseudo(&caps, top, position),
         "push" => {
             let budget = std::env::var("BUDGET").map_or(1.0, |b| b.parse().expect("a number"));
             push(&caps, top, position, budget)
         }
-        _ => panic!("MODE: sinks, sources, bounds, reroute or push"),
+        _ => panic!("MODE: sinks, sources, bounds, reroute, push or pseudo"),
     }
     eprintln!("{:.1} s", started.elapsed().as_secs_f64());
 }
