@@ -359,10 +359,26 @@ impl<'a> Net<'a> {
         }
     }
 
+    /// The arcs into `v` = `(k, i)` and their residual capacities: from `(k + 1, m)` down
+    /// (into layer 0 only the sink's), and from `(k - 1, m)` back up; each read counted.
+    fn arcs_into(&mut self, v: usize) -> Vec<(usize, f64)> {
+        let n = self.n;
+        let (k, i) = (v / n, v % n);
+        let mut arcs = Vec::with_capacity(2 * n);
+        if k < self.top && (k > 0 || i == self.sink) {
+            let down = (0..n).map(|m| (m, self.caps[k][m * n + i] - self.flow[k][m * n + i]));
+            arcs.extend(down.map(|(m, residual)| ((k + 1) * n + m, residual)));
+        }
+        if k > 0 {
+            arcs.extend((0..n).map(|m| ((k - 1) * n + m, self.flow[k - 1][i * n + m])));
+        }
+        self.scans += arcs.len() as u64;
+        arcs
+    }
+
     /// Every label the residual distance to the sink (`nodes` where there is no path), and
     /// the active nodes bucketed again.
     fn relabel_all(&mut self, p: &mut Preflow, s: usize) {
-        let n = self.n;
         let nodes = p.label.len();
         p.globals += 1;
         p.label.fill(nodes as u32);
@@ -374,27 +390,11 @@ impl<'a> Net<'a> {
         while head < queue.len() {
             let v = queue[head];
             head += 1;
-            let (k, i) = (v / n, v % n);
-            for m in 0..n {
-                // (k + 1, m) → (k, i) down, and (k - 1, m) → (k, i) back up.
-                let down = match k < self.top && (k > 0 || i == self.sink) {
-                    true => Some((
-                        (k + 1) * n + m,
-                        self.caps[k][m * n + i] - self.flow[k][m * n + i],
-                    )),
-                    false => None,
-                };
-                let up = match k > 0 {
-                    true => Some(((k - 1) * n + m, self.flow[k - 1][i * n + m])),
-                    false => None,
-                };
-                for (u, residual) in [down, up].into_iter().flatten() {
-                    self.scans += 1;
-                    if residual > EPS && u != s && p.label[u] == nodes as u32 {
-                        p.label[u] = p.label[v] + 1;
-                        p.count[p.label[u] as usize] += 1;
-                        queue.push(u);
-                    }
+            for (u, residual) in self.arcs_into(v) {
+                if residual > EPS && u != s && p.label[u] == nodes as u32 {
+                    p.label[u] = p.label[v] + 1;
+                    p.count[p.label[u] as usize] += 1;
+                    queue.push(u);
                 }
             }
         }
@@ -707,7 +707,6 @@ impl<'a> Net<'a> {
     /// merge: every label in them is raised to the end at once (a breadth-first search back
     /// from the weak nodes, its reads counted as scans).
     fn freeze(&mut self, p: &mut Pseudoflow, s: usize) {
-        let n = self.n;
         let nodes = p.label.len();
         let strong: Vec<bool> = (0..nodes)
             .map(|u| {
@@ -724,25 +723,10 @@ impl<'a> Net<'a> {
         while head < queue.len() {
             let v = queue[head];
             head += 1;
-            let (k, i) = (v / n, v % n);
-            for m in 0..n {
-                let down = match k < self.top && k > 0 {
-                    true => Some((
-                        (k + 1) * n + m,
-                        self.caps[k][m * n + i] - self.flow[k][m * n + i],
-                    )),
-                    false => None,
-                };
-                let up = match k > 1 {
-                    true => Some(((k - 1) * n + m, self.flow[k - 1][i * n + m])),
-                    false => None,
-                };
-                for (u, residual) in [down, up].into_iter().flatten() {
-                    self.scans += 1;
-                    if residual > EPS && strong[u] && !reaches[u] {
-                        reaches[u] = true;
-                        queue.push(u);
-                    }
+            for (u, residual) in self.arcs_into(v) {
+                if residual > EPS && strong[u] && !reaches[u] {
+                    reaches[u] = true;
+                    queue.push(u);
                 }
             }
         }
@@ -861,12 +845,20 @@ impl<'a> Net<'a> {
     }
 }
 
-/// The pseudoflow against the Dinic, both from the same start from below, every sink.
-fn pseudo(caps: &[Vec<f64>], top: usize, source: usize) {
+/// `method` against the Dinic, both from the same start from below, every sink: their work,
+/// times and largest difference. `method` returns the flow and its own counts, named.
+fn against_dinic<const K: usize>(
+    caps: &[Vec<f64>],
+    top: usize,
+    source: usize,
+    name: &str,
+    method: impl Fn(&mut Net) -> (f64, [(&'static str, u64); K]),
+) {
     let n = positions(caps);
-    let (mut dinic, mut pseudo) = (Work::default(), Work::default());
-    let (mut dinic_s, mut pseudo_s) = (0.0, 0.0);
-    let (mut relabels, mut tree_steps) = (0, 0);
+    let (mut dinic, mut other) = (Work::default(), Work::default());
+    let (mut dinic_s, mut other_s) = (0.0, 0.0);
+    let mut counts = [0; K];
+    let mut names = [""; K];
     let mut worst = 0.0f64;
     for sink in 0..n {
         let start = warm(caps, top, source, sink, false);
@@ -878,51 +870,22 @@ fn pseudo(caps: &[Vec<f64>], top: usize, source: usize) {
         let want = a.solve(&[top * n + source]);
         dinic_s += clock.elapsed().as_secs_f64();
         let clock = Instant::now();
-        let (got, p) = b.pseudoflow(source);
-        pseudo_s += clock.elapsed().as_secs_f64();
+        let (got, its) = method(&mut b);
+        other_s += clock.elapsed().as_secs_f64();
         dinic.add(a.steps, a.scans);
-        pseudo.add(b.steps, b.scans);
-        (relabels, tree_steps) = (relabels + p.relabels, tree_steps + p.tree_steps);
+        other.add(b.steps, b.scans);
+        for (k, (name, count)) in its.into_iter().enumerate() {
+            (names[k], counts[k]) = (name, counts[k] + count);
+        }
         worst = worst.max((got - want).abs() / want.max(1e-300));
     }
+    let its: Vec<String> = (names.iter().zip(counts))
+        .map(|(name, count)| format!("{count} {name}"))
+        .collect();
     println!("from below, Dinic: {dinic}, {dinic_s:.3} s");
     println!(
-        "from below, pseudoflow: {pseudo} ({relabels} relabels, {tree_steps} tree steps), {pseudo_s:.3} s"
-    );
-    println!("largest difference, relative: {worst:e}");
-}
-
-/// A push–relabel against the Dinic, both from the same start from below, every sink.
-fn push(caps: &[Vec<f64>], top: usize, source: usize, budget: f64) {
-    let n = positions(caps);
-    let (mut dinic, mut preflow) = (Work::default(), Work::default());
-    let (mut dinic_s, mut preflow_s) = (0.0, 0.0);
-    let (mut pushes, mut relabels, mut globals) = (0, 0, 0);
-    let mut worst = 0.0f64;
-    for sink in 0..n {
-        let start = warm(caps, top, source, sink, false);
-        let mut a = Net::new(caps, top, sink);
-        a.flow.clone_from(&start.flow);
-        let mut b = Net::new(caps, top, sink);
-        b.flow.clone_from(&start.flow);
-        let clock = Instant::now();
-        let want = a.solve(&[top * n + source]);
-        dinic_s += clock.elapsed().as_secs_f64();
-        let clock = Instant::now();
-        let (got, p) = b.preflow(source, budget);
-        preflow_s += clock.elapsed().as_secs_f64();
-        dinic.add(a.steps, a.scans);
-        preflow.add(b.steps, b.scans);
-        (pushes, relabels, globals) = (
-            pushes + p.pushes,
-            relabels + p.relabels,
-            globals + p.globals,
-        );
-        worst = worst.max((got - want).abs() / want.max(1e-300));
-    }
-    println!("from below, Dinic: {dinic}, {dinic_s:.3} s");
-    println!(
-        "from below, push–relabel: {preflow} ({pushes} pushes, {relabels} relabels, {globals} global relabellings), {preflow_s:.3} s"
+        "from below, {name}: {other} ({}), {other_s:.3} s",
+        its.join(", ")
     );
     println!("largest difference, relative: {worst:e}");
 }
@@ -1059,10 +1022,22 @@ fn main() {
         "sources" => sources(&caps, top),
         "bounds" => bounds(&caps, top, position),
         "reroute" => reroute(&caps, top, position),
-        "pseudo" => pseudo(&caps, top, position),
+        "pseudo" => against_dinic(&caps, top, position, "pseudoflow", |net| {
+            let (flow, p) = net.pseudoflow(position);
+            let counts = [("relabels", p.relabels), ("tree steps", p.tree_steps)];
+            (flow, counts)
+        }),
         "push" => {
             let budget = std::env::var("BUDGET").map_or(1.0, |b| b.parse().expect("a number"));
-            push(&caps, top, position, budget)
+            against_dinic(&caps, top, position, "push–relabel", |net| {
+                let (flow, p) = net.preflow(position, budget);
+                let counts = [
+                    ("pushes", p.pushes),
+                    ("relabels", p.relabels),
+                    ("global relabellings", p.globals),
+                ];
+                (flow, counts)
+            })
         }
         _ => panic!("MODE: sinks, sources, bounds, reroute, push or pseudo"),
     }
