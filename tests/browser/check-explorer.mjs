@@ -71,7 +71,14 @@ try {
     Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted(v[k])])) : v;
   const json = sorted(JSON.parse(await downloaded("json")));
   check(JSON.stringify(json) === JSON.stringify(sorted(expected.both)), "the JSON download is not the report");
+  // The figure is drawn from the report the server kept: too quick for the bar to show.
+  await page.evaluate(() => {
+    window.barShown = false;
+    new MutationObserver(() => { window.barShown ||= !$("working").hidden; })
+      .observe($("working"), { attributes: true });
+  });
   check(await downloaded("svg") === expected.figure, "the SVG download is not the command line's --figure");
+  check(!(await page.evaluate(() => window.barShown)), "the bar flashed for a figure answered from memory");
   check(await page.$eval("#working", (w) => w.hidden), "the bar is still shown after a download");
 
   // Method, aggregation and layer.

@@ -95,9 +95,21 @@ const running = new Map();
 let requests = 0;
 
 // The bar under the Explain button: every request under way's flows summed; no bar value
-// (a moving bar) until a flow has begun.
+// (a moving bar) until a flow has begun. It appears only once a request has run for
+// SHOW_AFTER ms, so an answer from the server's memory does not flash it.
+const SHOW_AFTER = 250;
+let showing = null;
 function showProgress() {
-  $("working").hidden = running.size === 0;
+  if (running.size === 0) {
+    clearTimeout(showing);
+    showing = null;
+    $("working").hidden = true;
+  } else if ($("working").hidden && showing === null) {
+    showing = setTimeout(() => {
+      showing = null;
+      $("working").hidden = running.size === 0;
+    }, SHOW_AFTER);
+  }
   const counts = [...running.values()].filter((c) => c !== null);
   const done = counts.reduce((sum, c) => sum + c.done, 0);
   const total = counts.reduce((sum, c) => sum + c.total, 0);
