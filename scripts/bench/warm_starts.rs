@@ -30,6 +30,10 @@
 //!   strong trees that cannot reach a weak node frozen by a search back from the weak nodes
 //!   at the start and after every 2 times the arcs' count of arc reads), its value the
 //!   capacity of the minimum cut its strong nodes make;
+//! - `hub`: source POSITION, every sink; from below as in `sinks`, and from another
+//!   position's maximum flow one layer down fed down the new source's arc into it (position
+//!   HUB, 0 unless said, and the four the source's row sends most to after its own, the
+//!   fewest steps per sink kept);
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
@@ -434,23 +438,90 @@ fn warm<'a>(
     sink: usize,
     reroute: bool,
 ) -> Net<'a> {
+    warm_via(caps, top, source, source, sink, reroute)
+}
+
+/// The same from the maximum flow one layer down from `(top - 1, via)`, fed down the arc
+/// from the new source into that node.
+fn warm_via<'a>(
+    caps: &'a [Vec<f64>],
+    top: usize,
+    source: usize,
+    via: usize,
+    sink: usize,
+    reroute: bool,
+) -> Net<'a> {
     let n = positions(caps);
     let mut below = Net::new(caps, top - 1, sink);
-    let value = below.solve(&[(top - 1) * n + source]);
+    let value = below.solve(&[(top - 1) * n + via]);
     let mut net = Net::new(caps, top, sink);
     net.flow[..top - 1].clone_from_slice(&below.flow);
-    let through = value.min(caps[top - 1][source * n + source]);
-    net.flow[top - 1][source * n + source] = through;
+    let through = value.min(caps[top - 1][source * n + via]);
+    net.flow[top - 1][source * n + via] = through;
     let mut excess = value - through;
     if excess > 0.0 && reroute {
-        net.target = (top - 1) * n + source;
+        net.target = (top - 1) * n + via;
         excess -= net.augment(&[top * n + source], excess);
         net.target = sink;
     }
     if excess > 0.0 {
-        net.withdraw_down(top - 1, source, excess);
+        net.withdraw_down(top - 1, via, excess);
     }
     net
+}
+
+/// Each sink's flow from below (the source's own flow one layer down) beside starts from
+/// the flow one layer down from another position `x`, fed down the source's arc into
+/// `(top - 1, x)`: `x` = HUB (0 unless said) and each of the `CANDIDATES` positions the
+/// source's row sends most to after its own, the best of them per sink (fewest steps) kept.
+/// The work at `top` only (the withdrawal and the search), as for `from_below`: each start's
+/// flow below is solved first, uncounted.
+fn hub(caps: &[Vec<f64>], top: usize, source: usize) {
+    const CANDIDATES: usize = 4;
+    let n = positions(caps);
+    let hub: usize = std::env::var("HUB").map_or(0, |h| h.parse().expect("a position"));
+    let row = &caps[top - 1][source * n..(source + 1) * n];
+    let mut order: Vec<usize> = (0..n).filter(|&x| x != source).collect();
+    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+    order.truncate(CANDIDATES);
+    println!(
+        "source's row: own {:.3}, hub {hub} {:.3}, candidates {:?}",
+        row[source],
+        row[hub],
+        order
+            .iter()
+            .map(|&x| (x, (row[x] * 1e3).round() / 1e3))
+            .collect::<Vec<_>>()
+    );
+    let (mut own, mut via_hub, mut best) = (Work::default(), Work::default(), Work::default());
+    let (mut wins, mut worst) = (0, 0.0f64);
+    for sink in 0..n {
+        let a = from_below(caps, top, source, sink, false);
+        let want = a.entering(sink);
+        own.add(a.steps, a.scans);
+        let mut fewest = (a.steps, a.scans);
+        for (k, x) in std::iter::once(hub)
+            .chain(order.iter().copied())
+            .enumerate()
+        {
+            let mut b = warm_via(caps, top, source, x, sink, false);
+            let got = b.solve(&[top * n + source]);
+            let (steps, scans) = (b.steps, b.scans);
+            if k == 0 {
+                via_hub.add(steps, scans);
+            }
+            worst = worst.max((got - want).abs() / want.max(1e-300));
+            if steps < fewest.0 {
+                fewest = (steps, scans);
+            }
+        }
+        wins += usize::from(fewest.0 < a.steps);
+        best.add(fewest.0, fewest.1);
+    }
+    println!("from below (its own position): {own}");
+    println!("from position {hub} below: {via_hub}");
+    println!("the best start per sink: {best} (another position's at {wins} of {n} sinks)");
+    println!("largest difference, relative: {worst:e}");
 }
 
 /// The positions of the layers `caps` (each `n × n`, row-major).
@@ -1006,7 +1077,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, position, layer, mode] = &args[..] else {
         eprintln!(
-            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo"
+            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub"
         );
         std::process::exit(2);
     };
@@ -1022,6 +1093,7 @@ fn main() {
         "sources" => sources(&caps, top),
         "bounds" => bounds(&caps, top, position),
         "reroute" => reroute(&caps, top, position),
+        "hub" => hub(&caps, top, position),
         "pseudo" => against_dinic(&caps, top, position, "pseudoflow", |net| {
             let (flow, p) = net.pseudoflow(position);
             let counts = [("relabels", p.relabels), ("tree steps", p.tree_steps)];
@@ -1039,7 +1111,7 @@ fn main() {
                 (flow, counts)
             })
         }
-        _ => panic!("MODE: sinks, sources, bounds, reroute, push or pseudo"),
+        _ => panic!("MODE: sinks, sources, bounds, reroute, push, pseudo or hub"),
     }
     eprintln!("{:.1} s", started.elapsed().as_secs_f64());
 }
