@@ -33,7 +33,8 @@
 //! - `hub`: source POSITION, every sink; from below as in `sinks`, and from another
 //!   position's maximum flow one layer down fed down the new source's arc into it (position
 //!   HUB, 0 unless said, and the four the source's row sends most to after its own, the
-//!   fewest steps per sink kept);
+//!   fewest steps per sink kept), and from both its own flow below and the first of those
+//!   four's, added, any arc they overfill relieved ([`warm_both`]);
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
@@ -470,10 +471,48 @@ fn warm_via<'a>(
     net
 }
 
+/// The start from below with a second flow added: the source's own flow one layer down as
+/// in [`warm`], and `(top - 1, via)`'s maximum flow one layer down fed down the source's arc
+/// into that node (what the arc cannot carry withdrawn). Where the two together overfill an
+/// arc, layer by layer from the top, the overflow is taken off it, back up to the source and
+/// down to the sink along the arcs that carry it.
+fn warm_both<'a>(
+    caps: &'a [Vec<f64>],
+    top: usize,
+    source: usize,
+    via: usize,
+    sink: usize,
+) -> Net<'a> {
+    let n = positions(caps);
+    let mut net = warm(caps, top, source, sink, false);
+    let mut below = Net::new(caps, top - 1, sink);
+    let value = below.solve(&[(top - 1) * n + via]);
+    for (ours, theirs) in net.flow.iter_mut().zip(&below.flow) {
+        ours.iter_mut().zip(theirs).for_each(|(a, b)| *a += b);
+    }
+    let through = value.min(caps[top - 1][source * n + via]);
+    net.flow[top - 1][source * n + via] += through;
+    if value > through {
+        net.withdraw_down(top - 1, via, value - through);
+    }
+    for k in (0..top - 1).rev() {
+        for arc in 0..n * n {
+            let over = net.flow[k][arc] - caps[k][arc];
+            if over > 0.0 {
+                net.flow[k][arc] -= over;
+                net.withdraw_up(k + 1, arc / n, over);
+                net.withdraw_down(k, arc % n, over);
+            }
+        }
+    }
+    net
+}
+
 /// Each sink's flow from below (the source's own flow one layer down) beside starts from
 /// the flow one layer down from another position `x`, fed down the source's arc into
 /// `(top - 1, x)`: `x` = HUB (0 unless said) and each of the `CANDIDATES` positions the
-/// source's row sends most to after its own, the best of them per sink (fewest steps) kept.
+/// source's row sends most to after its own, the best of them per sink (fewest steps) kept;
+/// and from both its own flow below and the first candidate's ([`warm_both`]).
 /// The work at `top` only (the withdrawal and the search), as for `from_below`: each start's
 /// flow below is solved first, uncounted.
 fn hub(caps: &[Vec<f64>], top: usize, source: usize) {
@@ -494,6 +533,7 @@ fn hub(caps: &[Vec<f64>], top: usize, source: usize) {
             .collect::<Vec<_>>()
     );
     let (mut own, mut via_hub, mut best) = (Work::default(), Work::default(), Work::default());
+    let mut both = Work::default();
     let (mut wins, mut worst) = (0, 0.0f64);
     for sink in 0..n {
         let a = from_below(caps, top, source, sink, false);
@@ -515,12 +555,20 @@ fn hub(caps: &[Vec<f64>], top: usize, source: usize) {
                 fewest = (steps, scans);
             }
         }
+        let mut b = warm_both(caps, top, source, order[0], sink);
+        let got = b.solve(&[top * n + source]);
+        both.add(b.steps, b.scans);
+        worst = worst.max((got - want).abs() / want.max(1e-300));
         wins += usize::from(fewest.0 < a.steps);
         best.add(fewest.0, fewest.1);
     }
     println!("from below (its own position): {own}");
     println!("from position {hub} below: {via_hub}");
     println!("the best start per sink: {best} (another position's at {wins} of {n} sinks)");
+    println!(
+        "from both its own and position {}'s flow below: {both}",
+        order[0]
+    );
     println!("largest difference, relative: {worst:e}");
 }
 
