@@ -34,7 +34,7 @@
 //!   position's maximum flow one layer down fed down the new source's arc into it (position
 //!   HUB, 0 unless said, and the four the source's row sends most to after its own, the
 //!   fewest steps per sink kept), and from both its own flow below and the first of those
-//!   four's, added, any arc they overfill relieved ([`warm_both`]);
+//!   four's, added, any arc they overfill relieved ([`added`]);
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
@@ -51,6 +51,7 @@ const UNSEEN: u32 = u32::MAX;
 
 /// The flow problem from `(top, ·)` into `(0, sink)` over `caps[k]` (`n × n`, the arcs
 /// `(k + 1, i) → (k, j)`), with the work done so far.
+#[derive(Clone)]
 struct Net<'a> {
     n: usize,
     top: usize,
@@ -471,31 +472,17 @@ fn warm_via<'a>(
     net
 }
 
-/// The start from below with a second flow added: the source's own flow one layer down as
-/// in [`warm`], and `(top - 1, via)`'s maximum flow one layer down fed down the source's arc
-/// into that node (what the arc cannot carry withdrawn). Where the two together overfill an
-/// arc, layer by layer from the top, the overflow is taken off it, back up to the source and
-/// down to the sink along the arcs that carry it.
-fn warm_both<'a>(
-    caps: &'a [Vec<f64>],
-    top: usize,
-    source: usize,
-    via: usize,
-    sink: usize,
-) -> Net<'a> {
-    let n = positions(caps);
-    let mut net = warm(caps, top, source, sink, false);
-    let mut below = Net::new(caps, top - 1, sink);
-    let value = below.solve(&[(top - 1) * n + via]);
-    for (ours, theirs) in net.flow.iter_mut().zip(&below.flow) {
+/// Two starts of the same flow added (their flows and their work), and wherever the sum
+/// overfills an arc, layer by layer from the top, the overflow taken off it, back up to the
+/// source and down to the sink along the arcs that carry it.
+fn added<'a>(mut net: Net<'a>, other: &Net) -> Net<'a> {
+    let (n, caps) = (net.n, net.caps);
+    for (ours, theirs) in net.flow.iter_mut().zip(&other.flow) {
         ours.iter_mut().zip(theirs).for_each(|(a, b)| *a += b);
     }
-    let through = value.min(caps[top - 1][source * n + via]);
-    net.flow[top - 1][source * n + via] += through;
-    if value > through {
-        net.withdraw_down(top - 1, via, value - through);
-    }
-    for k in (0..top - 1).rev() {
+    net.steps += other.steps;
+    net.scans += other.scans;
+    for k in (0..net.top).rev() {
         for arc in 0..n * n {
             let over = net.flow[k][arc] - caps[k][arc];
             if over > 0.0 {
@@ -510,11 +497,11 @@ fn warm_both<'a>(
 
 /// Each sink's flow from below (the source's own flow one layer down) beside starts from
 /// the flow one layer down from another position `x`, fed down the source's arc into
-/// `(top - 1, x)`: `x` = HUB (0 unless said) and each of the `CANDIDATES` positions the
-/// source's row sends most to after its own, the best of them per sink (fewest steps) kept;
-/// and from both its own flow below and the first candidate's ([`warm_both`]).
-/// The work at `top` only (the withdrawal and the search), as for `from_below`: each start's
-/// flow below is solved first, uncounted.
+/// `(top - 1, x)` ([`warm_via`]): `x` = HUB (0 unless said) and each of the `CANDIDATES`
+/// positions the source's row sends most to after its own, the best of them per sink
+/// (fewest steps) kept; and from the source's own start and the first candidate's
+/// [`added`]. The work at `top` only (the withdrawals and the search), as for `from_below`:
+/// each start's flow below is solved first, uncounted.
 fn hub(caps: &[Vec<f64>], top: usize, source: usize) {
     const CANDIDATES: usize = 4;
     let n = positions(caps);
@@ -532,31 +519,39 @@ fn hub(caps: &[Vec<f64>], top: usize, source: usize) {
             .map(|&x| (x, (row[x] * 1e3).round() / 1e3))
             .collect::<Vec<_>>()
     );
+    // The hub first, then the candidates it is not.
+    let others: Vec<usize> = std::iter::once(hub)
+        .chain(order.iter().copied().filter(|&x| x != hub))
+        .collect();
     let (mut own, mut via_hub, mut best) = (Work::default(), Work::default(), Work::default());
     let mut both = Work::default();
     let (mut wins, mut worst) = (0, 0.0f64);
+    let source_node = top * n + source;
     for sink in 0..n {
-        let a = from_below(caps, top, source, sink, false);
-        let want = a.entering(sink);
+        let own_start = warm(caps, top, source, sink, false);
+        let mut a = own_start.clone();
+        let want = a.solve(&[source_node]);
         own.add(a.steps, a.scans);
         let mut fewest = (a.steps, a.scans);
-        for (k, x) in std::iter::once(hub)
-            .chain(order.iter().copied())
-            .enumerate()
-        {
-            let mut b = warm_via(caps, top, source, x, sink, false);
-            let got = b.solve(&[top * n + source]);
-            let (steps, scans) = (b.steps, b.scans);
-            if k == 0 {
-                via_hub.add(steps, scans);
+        let mut first_candidate = None;
+        for &x in &others {
+            let start = warm_via(caps, top, source, x, sink, false);
+            if x == order[0] {
+                first_candidate = Some(start.clone());
+            }
+            let mut b = start;
+            let got = b.solve(&[source_node]);
+            if x == hub {
+                via_hub.add(b.steps, b.scans);
             }
             worst = worst.max((got - want).abs() / want.max(1e-300));
-            if steps < fewest.0 {
-                fewest = (steps, scans);
+            if b.steps < fewest.0 {
+                fewest = (b.steps, b.scans);
             }
         }
-        let mut b = warm_both(caps, top, source, order[0], sink);
-        let got = b.solve(&[top * n + source]);
+        let first_candidate = first_candidate.expect("the candidates are among the starts");
+        let mut b = added(own_start, &first_candidate);
+        let got = b.solve(&[source_node]);
         both.add(b.steps, b.scans);
         worst = worst.max((got - want).abs() / want.max(1e-300));
         wins += usize::from(fewest.0 < a.steps);
