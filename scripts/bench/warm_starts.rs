@@ -35,6 +35,11 @@
 //!   HUB, 0 unless said, and the four the source's row sends most to after its own, the
 //!   fewest steps per sink kept), and from both its own flow below and the first of those
 //!   four's, added, any arc they overfill relieved ([`added`]);
+//! - `above`: source POSITION, every sink; from below as in `sinks`, and from above: the
+//!   maximum flow from `(LAYER + 1, POSITION)` into the same sink, less what it sends through
+//!   the other positions of layer LAYER (withdrawn down along the arcs that carry it), so the
+//!   part that passes through `(LAYER, POSITION)`: the start of each layer's search if the
+//!   layers were climbed down from the top instead of up (LAYER below the stack's layers);
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
@@ -679,6 +684,46 @@ fn sources(caps: &[Vec<f64>], top: usize) {
     tally.print("the source before");
 }
 
+/// The flow from `(top, source)` into `sink` started from above: the maximum flow from
+/// `(top + 1, source)`, its arcs below layer `top + 1` kept, and what leaves the other
+/// positions of layer `top` withdrawn down to the sink.
+fn from_above<'a>(caps: &'a [Vec<f64>], top: usize, source: usize, sink: usize) -> Net<'a> {
+    let n = positions(caps);
+    let mut above = Net::new(caps, top + 1, sink);
+    above.solve(&[(top + 1) * n + source]);
+    let mut net = Net::new(caps, top, sink);
+    net.flow.clone_from_slice(&above.flow[..top]);
+    for m in (0..n).filter(|&m| m != source) {
+        let leaving: f64 = net.flow[top - 1][m * n..(m + 1) * n].iter().sum();
+        if leaving > 0.0 {
+            net.withdraw_down(top, m, leaving);
+        }
+    }
+    net
+}
+
+fn above(caps: &[Vec<f64>], top: usize, source: usize) {
+    assert!(
+        top < caps.len(),
+        "LAYER below the stack's layers, for the flow above it"
+    );
+    let n = positions(caps);
+    let mut tally = Tally::default();
+    let mut held = 0.0;
+    for sink in 0..n {
+        let want = tally.cold_and_below(caps, top, source, sink);
+        let mut net = from_above(caps, top, source, sink);
+        held += net.entering(sink) / want.max(f64::MIN_POSITIVE);
+        let got = net.solve(&[top * n + source]);
+        tally.other(net.steps, net.scans, got, want);
+    }
+    tally.print("above");
+    println!(
+        "the start from above holds {:.3} of the maximum flow, mean over the sinks",
+        held / n as f64
+    );
+}
+
 fn reroute(caps: &[Vec<f64>], top: usize, source: usize) {
     let n = positions(caps);
     let (mut withdrawn, mut rerouted) = (Work::default(), Work::default());
@@ -1120,7 +1165,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, position, layer, mode] = &args[..] else {
         eprintln!(
-            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub"
+            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub|above"
         );
         std::process::exit(2);
     };
@@ -1137,6 +1182,7 @@ fn main() {
         "bounds" => bounds(&caps, top, position),
         "reroute" => reroute(&caps, top, position),
         "hub" => hub(&caps, top, position),
+        "above" => above(&caps, top, position),
         "pseudo" => against_dinic(&caps, top, position, "pseudoflow", |net| {
             let (flow, p) = net.pseudoflow(position);
             let counts = [("relabels", p.relabels), ("tree steps", p.tree_steps)];
@@ -1154,7 +1200,7 @@ fn main() {
                 (flow, counts)
             })
         }
-        _ => panic!("MODE: sinks, sources, bounds, reroute, push, pseudo or hub"),
+        _ => panic!("MODE: sinks, sources, bounds, reroute, push, pseudo, hub or above"),
     }
     eprintln!("{:.1} s", started.elapsed().as_secs_f64());
 }
