@@ -40,6 +40,9 @@
 //!   the other positions of layer LAYER (withdrawn down along the arcs that carry it), so the
 //!   part that passes through `(LAYER, POSITION)`: the start of each layer's search if the
 //!   layers were climbed down from the top instead of up (LAYER below the stack's layers);
+//! - `batch`: source POSITION, every sink; from below as in `sinks`, and from one flow into
+//!   every sink at once (layer 0 as one sink, a maximum flow from none, its work counted
+//!   apart), what it sends into the other sinks withdrawn up to the source;
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
@@ -65,6 +68,10 @@ struct Net<'a> {
     sink: usize,
     /// Where the searches end: the sink, or while rerouting a node (`from_below`).
     target: usize,
+    /// Whether every position of layer 0 is a sink (`batch`), not only `sink`.
+    every_sink: bool,
+    /// The target's level in the last breadth-first search.
+    depth: u32,
     level: Vec<u32>,
     cursor: Vec<usize>,
     steps: u64,
@@ -82,6 +89,8 @@ impl<'a> Net<'a> {
             flow: vec![vec![0.0; n * n]; top],
             sink,
             target: sink,
+            every_sink: false,
+            depth: UNSEEN,
             level: vec![UNSEEN; nodes],
             cursor: vec![0; nodes],
             steps: 0,
@@ -95,7 +104,7 @@ impl<'a> Net<'a> {
         let n = self.n;
         let (k, i) = (u / n, u % n);
         if a < n {
-            if k == 0 || (k == 1 && a != self.sink) {
+            if k == 0 || (k == 1 && a != self.sink && !self.every_sink) {
                 return (0, 0.0);
             }
             let residual = self.caps[k - 1][i * n + a] - self.flow[k - 1][i * n + a];
@@ -137,25 +146,34 @@ impl<'a> Net<'a> {
                 let (v, residual) = self.arc(u, a);
                 if residual > EPS && self.level[v] == UNSEEN {
                     self.level[v] = self.level[u] + 1;
-                    if v == self.target {
+                    if self.ends(v) {
                         depth = self.level[v];
                     }
                     queue.push(v);
                 }
             }
         }
+        self.depth = depth;
         depth != UNSEEN
     }
 
+    /// Whether the searches end at `u`.
+    fn ends(&self, u: usize) -> bool {
+        match self.every_sink && self.target == self.sink {
+            true => u < self.n,
+            false => u == self.target,
+        }
+    }
+
     fn search(&mut self, u: usize, limit: f64) -> f64 {
-        if u == self.target {
+        if self.ends(u) {
             return limit;
         }
         let mut sent = 0.0;
         while self.cursor[u] < 2 * self.n {
             let a = self.cursor[u];
             let (v, residual) = self.arc(u, a);
-            let onward = v == self.target || self.level[v] < self.level[self.target];
+            let onward = self.ends(v) || self.level[v] < self.depth;
             if residual > EPS && self.level[v] == self.level[u] + 1 && onward {
                 self.steps += 1;
                 let got = self.search(v, (limit - sent).min(residual));
@@ -724,6 +742,38 @@ fn above(caps: &[Vec<f64>], top: usize, source: usize) {
     );
 }
 
+fn batch(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = positions(caps);
+    let mut together = Net::new(caps, top, 0);
+    together.every_sink = true;
+    together.solve(&[top * n + source]);
+    let into: Vec<f64> = (0..n).map(|i| together.entering(i)).collect();
+    let mut tally = Tally::default();
+    let mut held = 0.0;
+    for sink in 0..n {
+        let want = tally.cold_and_below(caps, top, source, sink);
+        let mut net = Net::new(caps, top, sink);
+        net.flow.clone_from(&together.flow);
+        for (i, &amount) in into.iter().enumerate() {
+            if i != sink && amount > 0.0 {
+                net.withdraw_up(0, i, amount);
+            }
+        }
+        held += net.entering(sink) / want.max(f64::MIN_POSITIVE);
+        let got = net.solve(&[top * n + source]);
+        tally.other(net.steps, net.scans, got, want);
+    }
+    tally.print("the flow into every sink");
+    println!(
+        "the flow into every sink: {} steps, {} scans, {:.3} in all; its start holds {:.3} of \
+         the maximum flow, mean over the sinks",
+        together.steps,
+        together.scans,
+        into.iter().sum::<f64>(),
+        held / n as f64
+    );
+}
+
 fn reroute(caps: &[Vec<f64>], top: usize, source: usize) {
     let n = positions(caps);
     let (mut withdrawn, mut rerouted) = (Work::default(), Work::default());
@@ -1165,7 +1215,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, position, layer, mode] = &args[..] else {
         eprintln!(
-            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub|above"
+            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub|above|batch"
         );
         std::process::exit(2);
     };
@@ -1183,6 +1233,7 @@ fn main() {
         "reroute" => reroute(&caps, top, position),
         "hub" => hub(&caps, top, position),
         "above" => above(&caps, top, position),
+        "batch" => batch(&caps, top, position),
         "pseudo" => against_dinic(&caps, top, position, "pseudoflow", |net| {
             let (flow, p) = net.pseudoflow(position);
             let counts = [("relabels", p.relabels), ("tree steps", p.tree_steps)];
@@ -1200,7 +1251,7 @@ fn main() {
                 (flow, counts)
             })
         }
-        _ => panic!("MODE: sinks, sources, bounds, reroute, push, pseudo, hub or above"),
+        _ => panic!("MODE: sinks, sources, bounds, reroute, push, pseudo, hub, above or batch"),
     }
     eprintln!("{:.1} s", started.elapsed().as_secs_f64());
 }
