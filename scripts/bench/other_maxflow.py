@@ -51,6 +51,7 @@ from attention_graphs import fused
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE = REPO / "target/release/examples/one_max_flow"
+HPF = ctypes.CDLL(str(Path(pseudoflow.__file__).parent / "libhpf.so"))
 SCALE = 2.0**40
 
 
@@ -101,12 +102,11 @@ def push_relabel(tails, heads, caps, source, sink):
 
 def hochbaum_pseudoflow(nodes, tails, heads, caps, source, sink):
     """The capacity of the minimum cut the solver returns, and its solve's seconds."""
-    library = ctypes.CDLL(str(Path(pseudoflow.__file__).parent / "libhpf.so"))
     c_int, c_double = ctypes.c_int, ctypes.c_double
     matrix = np.ascontiguousarray(np.column_stack([tails, heads, caps, np.zeros_like(caps)]))
     count, cuts, breakpoints = c_int(0), ctypes.POINTER(c_int)(), ctypes.POINTER(c_double)()
     stats, times = (c_int * 5)(), (c_double * 3)()
-    library.hpf_solve(
+    HPF.hpf_solve(
         c_int(nodes),
         c_int(len(caps)),
         c_int(source),
@@ -123,8 +123,8 @@ def hochbaum_pseudoflow(nodes, tails, heads, caps, source, sink):
     assert count.value == 1, count.value
     side = np.ctypeslib.as_array(cuts, shape=(nodes,)).astype(bool)
     value = float(caps[side[tails] & ~side[heads]].sum())
-    library.libfree(cuts)
-    library.libfree(breakpoints)
+    HPF.libfree(cuts)
+    HPF.libfree(breakpoints)
     return value, times[2]
 
 

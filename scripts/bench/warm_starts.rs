@@ -159,10 +159,7 @@ impl<'a> Net<'a> {
 
     /// Whether the searches end at `u`.
     fn ends(&self, u: usize) -> bool {
-        match self.every_sink && self.target == self.sink {
-            true => u < self.n,
-            false => u == self.target,
-        }
+        u == self.target || (self.every_sink && u < self.n)
     }
 
     fn search(&mut self, u: usize, limit: f64) -> f64 {
@@ -725,21 +722,9 @@ fn above(caps: &[Vec<f64>], top: usize, source: usize) {
         top < caps.len(),
         "LAYER below the stack's layers, for the flow above it"
     );
-    let n = positions(caps);
-    let mut tally = Tally::default();
-    let mut held = 0.0;
-    for sink in 0..n {
-        let want = tally.cold_and_below(caps, top, source, sink);
-        let mut net = from_above(caps, top, source, sink);
-        held += net.entering(sink) / want.max(f64::MIN_POSITIVE);
-        let got = net.solve(&[top * n + source]);
-        tally.other(net.steps, net.scans, got, want);
-    }
-    tally.print("above");
-    println!(
-        "the start from above holds {:.3} of the maximum flow, mean over the sinks",
-        held / n as f64
-    );
+    beside_below(caps, top, source, "above", |sink| {
+        from_above(caps, top, source, sink)
+    });
 }
 
 fn batch(caps: &[Vec<f64>], top: usize, source: usize) {
@@ -748,10 +733,7 @@ fn batch(caps: &[Vec<f64>], top: usize, source: usize) {
     together.every_sink = true;
     together.solve(&[top * n + source]);
     let into: Vec<f64> = (0..n).map(|i| together.entering(i)).collect();
-    let mut tally = Tally::default();
-    let mut held = 0.0;
-    for sink in 0..n {
-        let want = tally.cold_and_below(caps, top, source, sink);
+    beside_below(caps, top, source, "the flow into every sink", |sink| {
         let mut net = Net::new(caps, top, sink);
         net.flow.clone_from(&together.flow);
         for (i, &amount) in into.iter().enumerate() {
@@ -759,17 +741,38 @@ fn batch(caps: &[Vec<f64>], top: usize, source: usize) {
                 net.withdraw_up(0, i, amount);
             }
         }
+        net
+    });
+    println!(
+        "the flow into every sink itself: {} steps, {} scans, {:.3} in all",
+        together.steps,
+        together.scans,
+        into.iter().sum::<f64>()
+    );
+}
+
+/// Each sink's flow from none and from below beside one from `start(sink)`, named `name`;
+/// prints their work and what the start holds of the maximum flow, mean over the sinks.
+fn beside_below<'a>(
+    caps: &'a [Vec<f64>],
+    top: usize,
+    source: usize,
+    name: &str,
+    start: impl Fn(usize) -> Net<'a>,
+) {
+    let n = positions(caps);
+    let mut tally = Tally::default();
+    let mut held = 0.0;
+    for sink in 0..n {
+        let want = tally.cold_and_below(caps, top, source, sink);
+        let mut net = start(sink);
         held += net.entering(sink) / want.max(f64::MIN_POSITIVE);
         let got = net.solve(&[top * n + source]);
         tally.other(net.steps, net.scans, got, want);
     }
-    tally.print("the flow into every sink");
+    tally.print(name);
     println!(
-        "the flow into every sink: {} steps, {} scans, {:.3} in all; its start holds {:.3} of \
-         the maximum flow, mean over the sinks",
-        together.steps,
-        together.scans,
-        into.iter().sum::<f64>(),
+        "the start from {name} holds {:.3} of the maximum flow, mean over the sinks",
         held / n as f64
     );
 }
