@@ -46,7 +46,14 @@
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
-//!   bounds what can leave `(k, m)` for the sink, computed up from the sink the same way.
+//!   bounds what can leave `(k, m)` for the sink, computed up from the sink the same way;
+//! - `cuts`: source POSITION, layers 3 to LAYER climbed from below, every sink (every
+//!   STRIDE-th if said); for the flows that differ from the flow one layer down, so that no
+//!   lift settles them, the arcs of positive capacity their minimum cuts cross: any exact
+//!   method that builds those flows puts flow on each of those arcs ([`cuts`]);
+//! - `waves`: the same flows (every STRIDE-th sink if said), each from the same start by
+//!   this Dinic and by one whose blocking flows are Karzanov's waves ([`Net::waves`]):
+//!   pushes and returns in place of depth-first steps, and the time of each.
 //!
 //! Prints the depth-first steps (arcs advanced along; a push–relabel's pushes) and
 //! breadth-first scans (arcs read; all a push–relabel's reads) of each start in total, and
@@ -73,6 +80,8 @@ struct Net<'a> {
     /// The target's level in the last breadth-first search.
     depth: u32,
     level: Vec<u32>,
+    /// The nodes the last breadth-first search reached, in order of level.
+    order: Vec<usize>,
     cursor: Vec<usize>,
     steps: u64,
     scans: u64,
@@ -92,6 +101,7 @@ impl<'a> Net<'a> {
             every_sink: false,
             depth: UNSEEN,
             level: vec![UNSEEN; nodes],
+            order: Vec::new(),
             cursor: vec![0; nodes],
             steps: 0,
             scans: 0,
@@ -154,6 +164,7 @@ impl<'a> Net<'a> {
             }
         }
         self.depth = depth;
+        self.order = queue;
         depth != UNSEEN
     }
 
@@ -475,7 +486,16 @@ fn warm_via<'a>(
 ) -> Net<'a> {
     let n = positions(caps);
     let mut below = Net::new(caps, top - 1, sink);
-    let value = below.solve(&[(top - 1) * n + via]);
+    below.solve(&[(top - 1) * n + via]);
+    fed_up(&below, source, via, reroute)
+}
+
+/// A start one layer above `below`'s maximum flow from `(top - 1, via)`: that flow fed down
+/// the arc from `(top, source)` into `(top - 1, via)`, what the arc cannot carry withdrawn
+/// (or with `reroute` first moved as in [`warm_via`]).
+fn fed_up<'a>(below: &Net<'a>, source: usize, via: usize, reroute: bool) -> Net<'a> {
+    let (n, caps, sink, top) = (below.n, below.caps, below.sink, below.top + 1);
+    let value = below.entering(sink);
     let mut net = Net::new(caps, top, sink);
     net.flow[..top - 1].clone_from_slice(&below.flow);
     let through = value.min(caps[top - 1][source * n + via]);
@@ -1113,14 +1133,21 @@ fn spread(a: &[f64], c: &[f64], n: usize) -> Vec<f64> {
     out
 }
 
-fn bounds(caps: &[Vec<f64>], top: usize, source: usize) {
+/// `reach[k][m]` (k from 1 to `top - 1`): at most what can reach `(k, m)` from `(top,
+/// source)`, as the engine bounds it.
+fn reach(caps: &[Vec<f64>], top: usize, source: usize) -> Vec<Vec<f64>> {
     let n = positions(caps);
-    // reach[k][m]: at most what can reach (k, m) from the source.
     let mut reach = vec![Vec::new(); top];
     reach[top - 1] = caps[top - 1][source * n..(source + 1) * n].to_vec();
     for k in (1..top - 1).rev() {
         reach[k] = spread(&reach[k + 1], &caps[k], n);
     }
+    reach
+}
+
+fn bounds(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = positions(caps);
+    let reach = reach(caps, top, source);
     let close = |bound: f64, flow: f64| bound - flow <= 1e-13 * bound;
     let (mut engine, mut best, mut above_engine, mut above_best) = (0, 0, 0.0, 0.0);
     // Per layer k, the flows whose least bound is at k (the top: `drain` of the source).
@@ -1166,6 +1193,207 @@ fn bounds(caps: &[Vec<f64>], top: usize, source: usize) {
         .map(|k| format!("layer {k}: {}", argmin[k]))
         .collect();
     println!("the least bound at {}", at.join(", "));
+}
+
+impl Net<'_> {
+    /// After [`Net::solve`]: the arcs of positive capacity from the source's side of the
+    /// minimum cut that the last breadth-first search found (what it reached) to the other
+    /// side, and their capacity.
+    fn cut(&self) -> (u64, f64) {
+        let n = self.n;
+        let (mut arcs, mut capacity) = (0, 0.0);
+        for u in (n..self.level.len()).filter(|&u| self.level[u] != UNSEEN) {
+            let (k, i) = (u / n, u % n);
+            for a in (0..n).filter(|&a| k > 1 || a == self.sink) {
+                let c = self.caps[k - 1][i * n + a];
+                if c > EPS && self.level[(k - 1) * n + a] == UNSEEN {
+                    arcs += 1;
+                    capacity += c;
+                }
+            }
+        }
+        (arcs, capacity)
+    }
+}
+
+/// Every flow from position `source` of layers 3 to `top` (each started from the one below,
+/// as the engine climbs), into every sink: the arcs each one's minimum cut crosses, beside
+/// the Dinic's work, for the flows that differ from the flow one layer down (a lift, which
+/// keeps a flow's value, settles none of them); and how many of those equal the engine's
+/// upper bound (what can reach layer 1, and the flow below with the source's arcs into the
+/// other positions; a search still has to find them). Every STRIDE-th sink only if said.
+fn cuts(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = positions(caps);
+    let same = |a: f64, b: f64| (a - b).abs() <= 1e-13 * a.max(b);
+    let reaches: Vec<Vec<Vec<f64>>> = (3..=top).map(|t| reach(caps, t, source)).collect();
+    let (mut flows, mut as_below, mut at_bound) = (0, 0, 0);
+    let (mut arcs, mut most, mut work) = (0u64, 0u64, Work::default());
+    let mut worst = 0.0f64;
+    let stride: usize = std::env::var("STRIDE").map_or(1, |s| s.parse().expect("a count"));
+    for sink in (0..n).step_by(stride) {
+        let mut below = Net::new(caps, 2, sink);
+        let mut value = below.solve(&[2 * n + source]);
+        for (t, reach) in (3..=top).zip(&reaches) {
+            let mut net = fed_up(&below, source, source, false);
+            let flow = net.solve(&[t * n + source]);
+            let (crossing, capacity) = net.cut();
+            worst = worst.max((capacity - flow).abs() / flow.max(f64::MIN_POSITIVE));
+            let row = &caps[t - 1][source * n..(source + 1) * n];
+            let sideways: f64 = (0..n).filter(|&m| m != source).map(|m| row[m]).sum();
+            let bound = (0..n)
+                .map(|m| reach[1][m].min(caps[0][m * n + sink]))
+                .sum::<f64>()
+                .min(1.0)
+                .min(value + sideways);
+            flows += 1;
+            if same(value, flow) {
+                as_below += 1;
+            } else {
+                at_bound += usize::from(same(bound, flow));
+                arcs += crossing;
+                most = most.max(crossing);
+                work.add(net.steps, net.scans);
+            }
+            (below, value) = (net, flow);
+        }
+    }
+    let other = flows - as_below;
+    println!(
+        "{flows} flows: {as_below} equal the flow below, {other} do not ({at_bound} of them the engine's bound)"
+    );
+    println!(
+        "those {other}: minimum cuts crossing {arcs} arcs in all ({} a flow, most {most}); the Dinic from below: {work}",
+        arcs / other.max(1) as u64
+    );
+    println!("largest difference of a cut's capacity from its flow, relative: {worst:e}");
+}
+
+/// Pushes that may still be taken back, per head: the tail, its arc, the amount.
+type Received = Vec<Vec<(usize, usize, f64)>>;
+
+impl Net<'_> {
+    /// A maximum flow from `source` into the target, each phase's blocking flow found by
+    /// Karzanov's waves rather than depth-first paths; returns what enters the sink.
+    fn solve_by_waves(&mut self, source: usize) -> f64 {
+        while self.levels(&[source]) {
+            self.waves(source);
+        }
+        self.entering(self.sink)
+    }
+
+    /// The nodes of the level graph that may carry flow on: reached, short of the
+    /// target's level, or the target.
+    fn admits(&self, u: usize, v: usize) -> bool {
+        self.level[v] == self.level[u] + 1 && (self.ends(v) || self.level[v] < self.depth)
+    }
+
+    /// A blocking flow of the level graph by waves (Karzanov; Tarjan's form): the source
+    /// fills every arc it can; then, in turn, a wave down the levels in which every node
+    /// with an excess pushes it on along its admissible arcs into nodes not blocked (a
+    /// node that cannot is blocked for the rest of the phase), and a wave back up in which
+    /// each blocked node returns its excess along the arcs it came by, last in first out.
+    /// A push or a return is a step; an arc read for one, a scan.
+    fn waves(&mut self, source: usize) {
+        let nodes = self.level.len();
+        let order = std::mem::take(&mut self.order);
+        let mut excess = vec![0.0; nodes];
+        let mut blocked = vec![false; nodes];
+        let mut received: Received = vec![Vec::new(); nodes];
+        self.cursor.fill(0);
+        excess[source] = f64::INFINITY;
+        loop {
+            for &u in &order {
+                if blocked[u] || excess[u] <= 0.0 || self.ends(u) {
+                    continue;
+                }
+                while self.cursor[u] < 2 * self.n && excess[u] > 0.0 {
+                    let a = self.cursor[u];
+                    self.scans += 1;
+                    let (v, residual) = self.arc(u, a);
+                    if residual > EPS && !blocked[v] && self.admits(u, v) {
+                        let amount = excess[u].min(residual);
+                        self.steps += 1;
+                        self.push(u, a, amount);
+                        excess[u] -= amount;
+                        excess[v] += amount;
+                        received[v].push((u, a, amount));
+                        if amount < residual {
+                            break;
+                        }
+                    }
+                    self.cursor[u] += 1;
+                }
+                if excess[u] > 0.0 && self.cursor[u] == 2 * self.n {
+                    blocked[u] = u != source || excess[u].is_finite();
+                }
+            }
+            excess[source] = 0.0;
+            let mut returned = false;
+            for &u in order.iter().rev() {
+                if !blocked[u] || excess[u] <= 0.0 || u == source {
+                    continue;
+                }
+                returned = true;
+                while excess[u] > 0.0 {
+                    // Past every arc it came by, what is left is rounding.
+                    let Some((tail, a, amount)) = received[u].pop() else {
+                        excess[u] = 0.0;
+                        break;
+                    };
+                    let back = amount.min(excess[u]);
+                    self.steps += 1;
+                    self.push(tail, a, -back);
+                    excess[u] -= back;
+                    if tail != source {
+                        excess[tail] += back;
+                    }
+                    if back < amount {
+                        received[u].push((tail, a, amount - back));
+                    }
+                }
+            }
+            let waiting = order
+                .iter()
+                .any(|&u| u != source && !self.ends(u) && !blocked[u] && excess[u] > 0.0);
+            if !returned && !waiting {
+                break;
+            }
+        }
+        self.order = order;
+    }
+}
+
+/// Every flow from position `source` of layers 3 to `top`, climbed from below as in
+/// [`cuts`], into every (STRIDE-th) sink: from the same start, the Dinic's depth-first
+/// blocking flows beside Karzanov's waves ([`Net::waves`]), their work and time.
+fn waves(caps: &[Vec<f64>], top: usize, source: usize) {
+    let n = positions(caps);
+    let stride: usize = std::env::var("STRIDE").map_or(1, |s| s.parse().expect("a count"));
+    let (mut paths, mut waves) = (Work::default(), Work::default());
+    let (mut path_time, mut wave_time) = (0.0, 0.0);
+    let mut worst = 0.0f64;
+    for sink in (0..n).step_by(stride) {
+        let mut below = Net::new(caps, 2, sink);
+        below.solve(&[2 * n + source]);
+        for t in 3..=top {
+            let start = fed_up(&below, source, source, false);
+            let mut net = start.clone();
+            let clock = Instant::now();
+            let want = net.solve(&[t * n + source]);
+            path_time += clock.elapsed().as_secs_f64();
+            paths.add(net.steps - start.steps, net.scans - start.scans);
+            let mut other = start.clone();
+            let clock = Instant::now();
+            let got = other.solve_by_waves(t * n + source);
+            wave_time += clock.elapsed().as_secs_f64();
+            waves.add(other.steps - start.steps, other.scans - start.scans);
+            worst = worst.max((got - want).abs() / want.max(f64::MIN_POSITIVE));
+            below = net;
+        }
+    }
+    println!("depth-first paths: {paths}, {path_time:.3} s");
+    println!("waves: {waves} (pushes and returns; arcs read for them), {wave_time:.3} s");
+    println!("largest difference, relative: {worst:e}");
 }
 
 /// The stack's layers, heads averaged, residual added, rows renormalised.
@@ -1218,7 +1446,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, position, layer, mode] = &args[..] else {
         eprintln!(
-            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub|above|batch"
+            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub|above|batch|cuts|waves"
         );
         std::process::exit(2);
     };
@@ -1237,6 +1465,8 @@ fn main() {
         "hub" => hub(&caps, top, position),
         "above" => above(&caps, top, position),
         "batch" => batch(&caps, top, position),
+        "cuts" => cuts(&caps, top, position),
+        "waves" => waves(&caps, top, position),
         "pseudo" => against_dinic(&caps, top, position, "pseudoflow", |net| {
             let (flow, p) = net.pseudoflow(position);
             let counts = [("relabels", p.relabels), ("tree steps", p.tree_steps)];
@@ -1254,7 +1484,9 @@ fn main() {
                 (flow, counts)
             })
         }
-        _ => panic!("MODE: sinks, sources, bounds, reroute, push, pseudo, hub, above or batch"),
+        _ => panic!(
+            "MODE: sinks, sources, bounds, reroute, push, pseudo, hub, above, batch, cuts or waves"
+        ),
     }
     eprintln!("{:.1} s", started.elapsed().as_secs_f64());
 }
