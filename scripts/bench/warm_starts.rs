@@ -53,7 +53,8 @@
 //!   method that builds those flows puts flow on each of those arcs ([`cuts`]);
 //! - `waves`: the same flows (every STRIDE-th sink if said), each from the same start by
 //!   this Dinic and by one whose blocking flows are Karzanov's waves ([`Net::waves`]):
-//!   pushes and returns in place of depth-first steps, and the time of each.
+//!   pushes and returns in place of depth-first steps, the arcs each one's blocking flows
+//!   read (reads), and the time of each.
 //!
 //! Prints the depth-first steps (arcs advanced along; a push–relabel's pushes) and
 //! breadth-first scans (arcs read; all a push–relabel's reads) of each start in total, and
@@ -85,6 +86,8 @@ struct Net<'a> {
     cursor: Vec<usize>,
     steps: u64,
     scans: u64,
+    /// Arcs read by the blocking flows' cursors (`waves` prints them).
+    reads: u64,
 }
 
 impl<'a> Net<'a> {
@@ -105,6 +108,7 @@ impl<'a> Net<'a> {
             cursor: vec![0; nodes],
             steps: 0,
             scans: 0,
+            reads: 0,
         }
     }
 
@@ -180,6 +184,7 @@ impl<'a> Net<'a> {
         let mut sent = 0.0;
         while self.cursor[u] < 2 * self.n {
             let a = self.cursor[u];
+            self.reads += 1;
             let (v, residual) = self.arc(u, a);
             let onward = self.ends(v) || self.level[v] < self.depth;
             if residual > EPS && self.level[v] == self.level[u] + 1 && onward {
@@ -1292,7 +1297,7 @@ impl Net<'_> {
     /// with an excess pushes it on along its admissible arcs into nodes not blocked (a
     /// node that cannot is blocked for the rest of the phase), and a wave back up in which
     /// each blocked node returns its excess along the arcs it came by, last in first out.
-    /// A push or a return is a step; an arc read for one, a scan.
+    /// A push or a return is a step; an arc its cursor reads, a read.
     fn waves(&mut self, source: usize) {
         let nodes = self.level.len();
         let order = std::mem::take(&mut self.order);
@@ -1308,7 +1313,7 @@ impl Net<'_> {
                 }
                 while self.cursor[u] < 2 * self.n && excess[u] > 0.0 {
                     let a = self.cursor[u];
-                    self.scans += 1;
+                    self.reads += 1;
                     let (v, residual) = self.arc(u, a);
                     if residual > EPS && !blocked[v] && self.admits(u, v) {
                         let amount = excess[u].min(residual);
@@ -1370,6 +1375,7 @@ fn waves(caps: &[Vec<f64>], top: usize, source: usize) {
     let n = positions(caps);
     let stride: usize = std::env::var("STRIDE").map_or(1, |s| s.parse().expect("a count"));
     let (mut paths, mut waves) = (Work::default(), Work::default());
+    let (mut path_reads, mut wave_reads) = (0, 0);
     let (mut path_time, mut wave_time) = (0.0, 0.0);
     let mut worst = 0.0f64;
     for sink in (0..n).step_by(stride) {
@@ -1382,17 +1388,19 @@ fn waves(caps: &[Vec<f64>], top: usize, source: usize) {
             let want = net.solve(&[t * n + source]);
             path_time += clock.elapsed().as_secs_f64();
             paths.add(net.steps - start.steps, net.scans - start.scans);
+            path_reads += net.reads - start.reads;
             let mut other = start.clone();
             let clock = Instant::now();
             let got = other.solve_by_waves(t * n + source);
             wave_time += clock.elapsed().as_secs_f64();
             waves.add(other.steps - start.steps, other.scans - start.scans);
+            wave_reads += other.reads - start.reads;
             worst = worst.max((got - want).abs() / want.max(f64::MIN_POSITIVE));
             below = net;
         }
     }
-    println!("depth-first paths: {paths}, {path_time:.3} s");
-    println!("waves: {waves} (pushes and returns; arcs read for them), {wave_time:.3} s");
+    println!("depth-first paths: {paths}, {path_reads} reads, {path_time:.3} s");
+    println!("waves: {waves} (pushes and returns), {wave_reads} reads, {wave_time:.3} s");
     println!("largest difference, relative: {worst:e}");
 }
 
