@@ -49,7 +49,7 @@
 //!   bounds what can leave `(k, m)` for the sink, computed up from the sink the same way;
 //! - `cuts`: source POSITION, layers 3 to LAYER climbed from below, every sink (every
 //!   STRIDE-th if said); for the flows that differ from the flow one layer down, so that no
-//!   lift settles them, the arcs of positive capacity their minimum cuts cross: any exact
+//!   lift settles them, the arcs (above the zero) their minimum cuts cross: any exact
 //!   method that builds those flows puts flow on each of those arcs ([`cuts`]);
 //! - `waves`: the same flows (every STRIDE-th sink if said), each from the same start by
 //!   this Dinic and by one whose blocking flows are Karzanov's waves ([`Net::waves`]):
@@ -1201,7 +1201,7 @@ fn bounds(caps: &[Vec<f64>], top: usize, source: usize) {
 }
 
 impl Net<'_> {
-    /// After [`Net::solve`]: the arcs of positive capacity from the source's side of the
+    /// After [`Net::solve`]: the arcs of capacity above the zero from the source's side of the
     /// minimum cut that the last breadth-first search found (what it reached) to the other
     /// side, and their capacity.
     fn cut(&self) -> (u64, f64) {
@@ -1234,8 +1234,7 @@ fn cuts(caps: &[Vec<f64>], top: usize, source: usize) {
     let (mut flows, mut as_below, mut at_bound) = (0, 0, 0);
     let (mut arcs, mut most, mut work) = (0u64, 0u64, Work::default());
     let mut worst = 0.0f64;
-    let stride: usize = std::env::var("STRIDE").map_or(1, |s| s.parse().expect("a count"));
-    for sink in (0..n).step_by(stride) {
+    for sink in (0..n).step_by(stride()) {
         let mut below = Net::new(caps, 2, sink);
         let mut value = below.solve(&[2 * n + source]);
         for (t, reach) in (3..=top).zip(&reaches) {
@@ -1271,6 +1270,11 @@ fn cuts(caps: &[Vec<f64>], top: usize, source: usize) {
         arcs / other.max(1) as u64
     );
     println!("largest difference of a cut's capacity from its flow, relative: {worst:e}");
+}
+
+/// Every STRIDE-th sink (1 unless said).
+fn stride() -> usize {
+    std::env::var("STRIDE").map_or(1, |s| s.parse().expect("a count"))
 }
 
 /// Pushes that may still be taken back, per head: the tail, its arc, the amount.
@@ -1373,12 +1377,11 @@ impl Net<'_> {
 /// blocking flows beside Karzanov's waves ([`Net::waves`]), their work and time.
 fn waves(caps: &[Vec<f64>], top: usize, source: usize) {
     let n = positions(caps);
-    let stride: usize = std::env::var("STRIDE").map_or(1, |s| s.parse().expect("a count"));
     let (mut paths, mut waves) = (Work::default(), Work::default());
     let (mut path_reads, mut wave_reads) = (0, 0);
     let (mut path_time, mut wave_time) = (0.0, 0.0);
     let mut worst = 0.0f64;
-    for sink in (0..n).step_by(stride) {
+    for sink in (0..n).step_by(stride()) {
         let mut below = Net::new(caps, 2, sink);
         below.solve(&[2 * n + source]);
         for t in 3..=top {
