@@ -1230,37 +1230,38 @@ impl Net<'_> {
 fn cuts(caps: &[Vec<f64>], top: usize, source: usize) {
     let n = positions(caps);
     let same = |a: f64, b: f64| (a - b).abs() <= 1e-13 * a.max(b);
+    // Per layer t from 3: what can reach layer 1, and the source's arcs into other positions.
     let reaches: Vec<Vec<Vec<f64>>> = (3..=top).map(|t| reach(caps, t, source)).collect();
+    let sideways: Vec<f64> = (3..=top)
+        .map(|t| {
+            let row = &caps[t - 1][source * n..(source + 1) * n];
+            (0..n).filter(|&m| m != source).map(|m| row[m]).sum()
+        })
+        .collect();
     let (mut flows, mut as_below, mut at_bound) = (0, 0, 0);
     let (mut arcs, mut most, mut work) = (0u64, 0u64, Work::default());
     let mut worst = 0.0f64;
-    for sink in (0..n).step_by(stride()) {
-        let mut below = Net::new(caps, 2, sink);
-        let mut value = below.solve(&[2 * n + source]);
-        for (t, reach) in (3..=top).zip(&reaches) {
-            let mut net = fed_up(&below, source, source, false);
-            let flow = net.solve(&[t * n + source]);
-            let (crossing, capacity) = net.cut();
-            worst = worst.max((capacity - flow).abs() / flow.max(f64::MIN_POSITIVE));
-            let row = &caps[t - 1][source * n..(source + 1) * n];
-            let sideways: f64 = (0..n).filter(|&m| m != source).map(|m| row[m]).sum();
+    climb(caps, top, source, |sink, t, mut net, below| {
+        let flow = net.solve(&[t * n + source]);
+        let (crossing, capacity) = net.cut();
+        worst = worst.max((capacity - flow).abs() / flow.max(f64::MIN_POSITIVE));
+        flows += 1;
+        if same(below, flow) {
+            as_below += 1;
+        } else {
+            let reach = &reaches[t - 3][1];
             let bound = (0..n)
-                .map(|m| reach[1][m].min(caps[0][m * n + sink]))
+                .map(|m| reach[m].min(caps[0][m * n + sink]))
                 .sum::<f64>()
                 .min(1.0)
-                .min(value + sideways);
-            flows += 1;
-            if same(value, flow) {
-                as_below += 1;
-            } else {
-                at_bound += usize::from(same(bound, flow));
-                arcs += crossing;
-                most = most.max(crossing);
-                work.add(net.steps, net.scans);
-            }
-            (below, value) = (net, flow);
+                .min(below + sideways[t - 3]);
+            at_bound += usize::from(same(bound, flow));
+            arcs += crossing;
+            most = most.max(crossing);
+            work.add(net.steps, net.scans);
         }
-    }
+        net
+    });
     let other = flows - as_below;
     println!(
         "{flows} flows: {as_below} equal the flow below, {other} do not ({at_bound} of them the engine's bound)"
@@ -1272,20 +1273,57 @@ fn cuts(caps: &[Vec<f64>], top: usize, source: usize) {
     println!("largest difference of a cut's capacity from its flow, relative: {worst:e}");
 }
 
+/// Every flow from `(t, source)`, t from 3 to `top`, into every STRIDE-th sink, climbed as
+/// the engine climbs: `visit(sink, t, start, below)` gets the start fed up from the maximum
+/// flow one layer down (of value `below`) and returns it solved, for the next layer.
+fn climb<'a>(
+    caps: &'a [Vec<f64>],
+    top: usize,
+    source: usize,
+    mut visit: impl FnMut(usize, usize, Net<'a>, f64) -> Net<'a>,
+) {
+    let n = positions(caps);
+    for sink in (0..n).step_by(stride()) {
+        let mut below = Net::new(caps, 2, sink);
+        below.solve(&[2 * n + source]);
+        for t in 3..=top {
+            let start = fed_up(&below, source, source, false);
+            below = visit(sink, t, start, below.entering(sink));
+        }
+    }
+}
+
 /// Every STRIDE-th sink (1 unless said).
 fn stride() -> usize {
     std::env::var("STRIDE").map_or(1, |s| s.parse().expect("a count"))
 }
 
-/// Pushes that may still be taken back, per head: the tail, its arc, the amount.
-type Received = Vec<Vec<(usize, usize, f64)>>;
+/// What Karzanov's waves keep per node, reused from phase to phase.
+#[derive(Default)]
+struct Scratch {
+    excess: Vec<f64>,
+    blocked: Vec<bool>,
+    /// The pushes that may still be taken back, per head: the tail, its arc, the amount.
+    received: Vec<Vec<(usize, usize, f64)>>,
+}
+
+impl Scratch {
+    fn reset(&mut self, nodes: usize) {
+        self.excess.clear();
+        self.excess.resize(nodes, 0.0);
+        self.blocked.clear();
+        self.blocked.resize(nodes, false);
+        self.received.resize_with(nodes, Vec::new);
+        self.received.iter_mut().for_each(Vec::clear);
+    }
+}
 
 impl Net<'_> {
     /// A maximum flow from `source` into the target, each phase's blocking flow found by
     /// Karzanov's waves rather than depth-first paths; returns what enters the sink.
-    fn solve_by_waves(&mut self, source: usize) -> f64 {
+    fn solve_by_waves(&mut self, source: usize, scratch: &mut Scratch) -> f64 {
         while self.levels(&[source]) {
-            self.waves(source);
+            self.waves(source, scratch);
         }
         self.entering(self.sink)
     }
@@ -1302,12 +1340,17 @@ impl Net<'_> {
     /// node that cannot is blocked for the rest of the phase), and a wave back up in which
     /// each blocked node returns its excess along the arcs it came by, last in first out.
     /// A push or a return is a step; an arc its cursor reads, a read.
-    fn waves(&mut self, source: usize) {
-        let nodes = self.level.len();
+    ///
+    /// After a wave down, no node left unblocked holds an excess (each had its turn after
+    /// every node that pushes into it), so the phase ends when a wave up returns nothing.
+    fn waves(&mut self, source: usize, scratch: &mut Scratch) {
+        scratch.reset(self.level.len());
+        let Scratch {
+            excess,
+            blocked,
+            received,
+        } = scratch;
         let order = std::mem::take(&mut self.order);
-        let mut excess = vec![0.0; nodes];
-        let mut blocked = vec![false; nodes];
-        let mut received: Received = vec![Vec::new(); nodes];
         self.cursor.fill(0);
         excess[source] = f64::INFINITY;
         loop {
@@ -1361,10 +1404,7 @@ impl Net<'_> {
                     }
                 }
             }
-            let waiting = order
-                .iter()
-                .any(|&u| u != source && !self.ends(u) && !blocked[u] && excess[u] > 0.0);
-            if !returned && !waiting {
+            if !returned {
                 break;
             }
         }
@@ -1381,27 +1421,23 @@ fn waves(caps: &[Vec<f64>], top: usize, source: usize) {
     let (mut path_reads, mut wave_reads) = (0, 0);
     let (mut path_time, mut wave_time) = (0.0, 0.0);
     let mut worst = 0.0f64;
-    for sink in (0..n).step_by(stride()) {
-        let mut below = Net::new(caps, 2, sink);
-        below.solve(&[2 * n + source]);
-        for t in 3..=top {
-            let start = fed_up(&below, source, source, false);
-            let mut net = start.clone();
-            let clock = Instant::now();
-            let want = net.solve(&[t * n + source]);
-            path_time += clock.elapsed().as_secs_f64();
-            paths.add(net.steps - start.steps, net.scans - start.scans);
-            path_reads += net.reads - start.reads;
-            let mut other = start.clone();
-            let clock = Instant::now();
-            let got = other.solve_by_waves(t * n + source);
-            wave_time += clock.elapsed().as_secs_f64();
-            waves.add(other.steps - start.steps, other.scans - start.scans);
-            wave_reads += other.reads - start.reads;
-            worst = worst.max((got - want).abs() / want.max(f64::MIN_POSITIVE));
-            below = net;
-        }
-    }
+    let mut scratch = Scratch::default();
+    climb(caps, top, source, |_, t, start, _| {
+        let mut net = start.clone();
+        let clock = Instant::now();
+        let want = net.solve(&[t * n + source]);
+        path_time += clock.elapsed().as_secs_f64();
+        paths.add(net.steps - start.steps, net.scans - start.scans);
+        path_reads += net.reads - start.reads;
+        let mut other = start.clone();
+        let clock = Instant::now();
+        let got = other.solve_by_waves(t * n + source, &mut scratch);
+        wave_time += clock.elapsed().as_secs_f64();
+        waves.add(other.steps - start.steps, other.scans - start.scans);
+        wave_reads += other.reads - start.reads;
+        worst = worst.max((got - want).abs() / want.max(f64::MIN_POSITIVE));
+        net
+    });
     println!("depth-first paths: {paths}, {path_reads} reads, {path_time:.3} s");
     println!("waves: {waves} (pushes and returns), {wave_reads} reads, {wave_time:.3} s");
     println!("largest difference, relative: {worst:e}");
