@@ -143,7 +143,9 @@ impl<'a> Net<'a> {
     /// Breadth-first levels from `sources`; whether the target is reachable.
     fn levels(&mut self, sources: &[usize]) -> bool {
         self.level.fill(UNSEEN);
-        let mut queue = sources.to_vec();
+        let mut queue = std::mem::take(&mut self.order);
+        queue.clear();
+        queue.extend_from_slice(sources);
         for &s in sources {
             self.level[s] = 0;
         }
@@ -914,18 +916,9 @@ impl<'a> Net<'a> {
             }
             *strong |= u != self.sink && p.excess[root] > EPS;
         }
-        let mut cut = 0.0;
-        for u in (0..nodes).filter(|&u| side[u] && u >= n) {
-            let (k, i) = (u / n, u % n);
-            for j in 0..n {
-                let v = (k - 1) * n + j;
-                let arc_exists = k > 1 || j == self.sink;
-                if arc_exists && !side[v] {
-                    self.scans += 1;
-                    cut += self.caps[k - 1][i * n + j];
-                }
-            }
-        }
+        // Every arc that crosses, empty ones too, is read.
+        let (read, cut) = self.crossing(|u| side[u], f64::NEG_INFINITY);
+        self.scans += read;
         self.steps += p.pushes;
         (cut, p)
     }
@@ -1203,13 +1196,19 @@ impl Net<'_> {
     /// minimum cut that the last breadth-first search found (what it reached) to the other
     /// side, and their capacity.
     fn cut(&self) -> (u64, f64) {
+        self.crossing(|u| self.level[u] != UNSEEN, EPS)
+    }
+
+    /// The arcs of capacity above `zero` from the nodes `inside` puts on a cut's source
+    /// side to the others: how many, and their capacity.
+    fn crossing(&self, inside: impl Fn(usize) -> bool, zero: f64) -> (u64, f64) {
         let n = self.n;
         let (mut arcs, mut capacity) = (0, 0.0);
-        for u in (n..self.level.len()).filter(|&u| self.level[u] != UNSEEN) {
+        for u in (n..self.level.len()).filter(|&u| inside(u)) {
             let (k, i) = (u / n, u % n);
             for a in (0..n).filter(|&a| k > 1 || a == self.sink) {
                 let c = self.caps[k - 1][i * n + a];
-                if c > EPS && self.level[(k - 1) * n + a] == UNSEEN {
+                if c > zero && !inside((k - 1) * n + a) {
                     arcs += 1;
                     capacity += c;
                 }
