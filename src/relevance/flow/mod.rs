@@ -524,6 +524,19 @@ mod tests {
         assert!((max_flow(&caps, 0, 0) - 2.0).abs() < 1e-15);
     }
 
+    #[test]
+    fn a_bound_that_overflows_still_leaves_a_search() {
+        // Out of the source 2·1e308, beyond f64, and the bounds into the sink as much: the
+        // bound is infinite, while the one arc into (2, 0) carries the whole maximum flow.
+        let big = 1e308;
+        let into_t = matrix(2, &[big, 0.0, big, 0.0]);
+        let fan_out = matrix(2, &[big, big, 0.0, 0.0]);
+        let narrow = matrix(2, &[big, 0.0, 0.0, 0.0]);
+        let out_of_s = matrix(2, &[big, big, 0.0, 0.0]);
+        let caps = [into_t, fan_out, narrow, out_of_s];
+        assert_eq!(max_flow(&caps, 0, 0), big);
+    }
+
     /// An independent textbook Edmonds–Karp on an adjacency matrix.
     fn edmonds_karp(capacity: &[Vec<f64>], source: usize, sink: usize) -> f64 {
         let size = capacity.len();

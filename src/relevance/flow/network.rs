@@ -24,8 +24,8 @@ const ZERO: f64 = 1e-17;
 
 /// A search stops once its flow lies within this share of its upper bound, which proves the
 /// flow that close to the maximum. Closing the rest of the gap, down to the zero, took one
-/// more phase whose breadth-first search found no path left: 5–9% of the searches'
-/// time for every position at n = 512 (scripts/bench/RESULTS.md).
+/// more phase whose breadth-first search found no path left: 5–9% of the searches' time for
+/// every position at n = 512 (scripts/bench/RESULTS.md).
 const NEAR_BOUND: f64 = 1e-15;
 
 /// The capacities of a layered attention graph: `layers[k]` (`n × n`) holds the capacity
@@ -130,9 +130,9 @@ pub enum Start {
 /// `graph`. `known_bound` is an upper bound on the answer the caller has proved
 /// (`f64::INFINITY` if none): the search stops as soon as the flow comes within
 /// [`NEAR_BOUND`] of it or of the search's own bound, without a last phase to prove that no
-/// more can pass. With `top`, the flow found on each arc out of
-/// the source is written there (`n` values), for [`super::lift`]. The flow stays in `work`
-/// until [`Workspace::reset`], so that the next layer's search can start from it.
+/// more can pass. With `top`, the flow found on each arc out of the source is written there
+/// (`n` values), for [`super::lift`]. The flow stays in `work` until [`Workspace::reset`], so
+/// that the next layer's search can start from it.
 #[allow(clippy::too_many_arguments)]
 pub fn solve(
     graph: &Graph,
@@ -173,10 +173,11 @@ pub fn solve(
         true => known_bound.min(out_of_source),
         false => out_of_source.min(sink_column.iter().sum()),
     };
-    // (A bound that overflowed, on capacities near f64's largest, leaves no zero but 0.)
-    let zero = match bound.is_finite() {
-        true => ZERO * bound,
-        false => 0.0,
+    // (A bound that overflowed, on capacities near f64's largest, leaves no zero but 0 and
+    // no stop short of a search's end.)
+    let (zero, near) = match bound.is_finite() {
+        true => (ZERO * bound, NEAR_BOUND * bound),
+        false => (0.0, 0.0),
     };
     work.full_under(zero);
     let mut dinic = Dinic {
@@ -204,7 +205,6 @@ pub fn solve(
     if start != Start::Empty {
         dinic.work.bury(layers - 1, source);
     }
-    let near = zero.max(NEAR_BOUND * bound);
     let mut total = held;
     if bound - total > near {
         total += dinic.first_phase(bound - total);
