@@ -43,6 +43,13 @@
 //! - `batch`: source POSITION, every sink; from below as in `sinks`, and from one flow into
 //!   every sink at once (layer 0 as one sink, a maximum flow from none, its work counted
 //!   apart), what it sends into the other sinks withdrawn up to the source;
+//! - `resink`: source POSITION, every sink in turn from one preflow kept from sink to sink
+//!   (Hao and Orlin's sinks in turn: what entered the sink before left as excess where it
+//!   came from, every excess no path took left where it is), beside from below as in
+//!   `sinks`; RESINK says how the excess moves on: `levels` (this Dinic, its levels from
+//!   the source and every node with excess; the default), `back` (this Dinic, its levels
+//!   the distances back to the sink) or `push` (the push–relabel of `push`, BUDGET 1);
+//!   prints the searches' seconds too;
 //! - `bounds`: source POSITION, every sink; how often two upper bounds equal the maximum
 //!   flow (to 1e-13, relative): the engine's (what can reach each layer-1 node, bounds.rs)
 //!   and the least over layers k of `Σ_m min(reach_k(m), drain_k(m))`, where `drain_k(m)`
@@ -306,7 +313,16 @@ impl<'a> Net<'a> {
             relabels: 0,
             globals: 0,
         };
-        for a in 0..n {
+        self.fill_source(&mut p, s);
+        self.steps += p.pushes;
+        self.relabel_all(&mut p, s);
+        self.discharge_all(&mut p, s, budget);
+        (self.entering(self.sink), p)
+    }
+
+    /// Fills every arc out of the source `s`, its amounts excess below.
+    fn fill_source(&mut self, p: &mut Preflow, s: usize) {
+        for a in 0..self.n {
             self.scans += 1;
             let (v, residual) = self.arc(s, a);
             if residual > EPS {
@@ -315,9 +331,16 @@ impl<'a> Net<'a> {
                 p.pushes += 1;
             }
         }
+    }
+
+    /// Discharges every active node, highest label first, until none that can reach the
+    /// sink holds any excess; labels valid for the sink on entry.
+    fn discharge_all(&mut self, p: &mut Preflow, s: usize, budget: f64) {
+        let n = self.n;
+        let nodes = p.label.len();
+        let pushes = p.pushes;
         let every = (budget * (2 * self.top * n * n) as f64) as u64;
         let mut since = self.scans;
-        self.relabel_all(&mut p, s);
         let mut highest = nodes - 1;
         loop {
             while highest > 0 && p.active[highest].is_empty() {
@@ -329,11 +352,11 @@ impl<'a> Net<'a> {
             if p.label[u] as usize != highest || p.excess[u] <= EPS {
                 continue;
             }
-            self.discharge(u, &mut p);
+            self.discharge(u, p);
             // Its pushes went one label below its last.
             highest = highest.max(p.label[u].min(nodes as u32 - 1) as usize);
             if self.scans - since > every {
-                self.relabel_all(&mut p, s);
+                self.relabel_all(p, s);
                 since = self.scans;
                 highest = nodes - 1;
             } else if p.label[u] < nodes as u32 && p.excess[u] > EPS {
@@ -341,8 +364,7 @@ impl<'a> Net<'a> {
                 highest = highest.max(p.label[u] as usize);
             }
         }
-        self.steps += p.pushes;
-        (self.entering(self.sink), p)
+        self.steps += p.pushes - pushes;
     }
 
     /// Pushes `u`'s excess down admissible arcs, relabelling it when none is left, until it
@@ -644,6 +666,8 @@ struct Tally {
     below: Work,
     other: Work,
     worst: f64,
+    /// Seconds spent searching from below (`cold_and_below`).
+    below_s: f64,
 }
 
 impl Tally {
@@ -653,7 +677,12 @@ impl Tally {
         let mut net = Net::new(caps, top, sink);
         let want = net.solve(&[top * n + source]);
         self.cold.add(net.steps, net.scans);
-        let net = from_below(caps, top, source, sink, false);
+        let mut net = warm(caps, top, source, sink, false);
+        let (steps, scans) = (net.steps, net.scans);
+        let clock = Instant::now();
+        net.solve(&[top * n + source]);
+        self.below_s += clock.elapsed().as_secs_f64();
+        (net.steps, net.scans) = (net.steps - steps, net.scans - scans);
         self.below.add(net.steps, net.scans);
         self.worst = self.worst.max((net.entering(sink) - want).abs());
         want
@@ -671,6 +700,7 @@ impl Tally {
             below,
             other: work,
             worst,
+            below_s: _,
         } = self;
         println!("cold: {cold}\nfrom below: {below}\nfrom {other}: {work}");
         println!("largest difference from cold: {worst:e}");
@@ -698,6 +728,161 @@ fn sinks(caps: &[Vec<f64>], top: usize, source: usize) {
         tally.other(chain.steps - steps, chain.scans - scans, got, want);
     }
     tally.print("the sink before");
+}
+
+impl Net<'_> {
+    /// Every node's residual distance to the target in `level` (`UNSEEN` where none), by a
+    /// breadth-first search back from it over every arc.
+    fn levels_back(&mut self) {
+        self.level.fill(UNSEEN);
+        self.level[self.target] = 0;
+        let mut queue = vec![self.target];
+        let mut head = 0;
+        while head < queue.len() {
+            let v = queue[head];
+            head += 1;
+            for (u, residual) in self.arcs_into(v) {
+                if residual > EPS && self.level[u] == UNSEEN {
+                    self.level[u] = self.level[v] + 1;
+                    queue.push(u);
+                }
+            }
+        }
+    }
+
+    /// The depth-first search of [`Net::search`] down the distances of [`Net::levels_back`].
+    fn search_back(&mut self, u: usize, limit: f64) -> f64 {
+        if u == self.target {
+            return limit;
+        }
+        let mut sent = 0.0;
+        while self.cursor[u] < 2 * self.n {
+            let a = self.cursor[u];
+            self.reads += 1;
+            let (v, residual) = self.arc(u, a);
+            if residual > EPS && self.level[v] != UNSEEN && self.level[v] + 1 == self.level[u] {
+                self.steps += 1;
+                let got = self.search_back(v, (limit - sent).min(residual));
+                if got > 0.0 {
+                    self.push(u, a, got);
+                    sent += got;
+                }
+                if limit - sent <= EPS {
+                    return sent;
+                }
+            }
+            self.cursor[u] += 1;
+        }
+        sent
+    }
+}
+
+/// How `resink` moves the excess into each sink.
+#[derive(Clone, Copy, PartialEq)]
+enum Resink {
+    /// This Dinic, its levels from the source and every node with excess.
+    Levels,
+    /// This Dinic, its levels the distances back to the sink ([`Net::levels_back`]).
+    Back,
+    /// The highest-label push–relabel of `push` ([`Net::discharge_all`]).
+    Push,
+}
+
+/// Every sink in turn from one preflow kept from sink to sink (Hao and Orlin's sinks in
+/// turn): what entered the sink before taken off its arcs and left as excess at the layer-1
+/// nodes it came from, and every excess that no path took left where it is. A sink has no
+/// arcs out, so a sink done is a second source that adds nothing to any later sink's
+/// maximum flow; an arc that several sinks' cuts cross can stay full from one to the next.
+fn resink(caps: &[Vec<f64>], top: usize, source: usize, how: Resink) {
+    let n = positions(caps);
+    let s = top * n + source;
+    let nodes = (top + 1) * n;
+    let mut tally = Tally::default();
+    let mut chain = Net::new(caps, top, 0);
+    let mut p = Preflow {
+        excess: vec![0.0; nodes],
+        label: vec![nodes as u32; nodes],
+        active: vec![Vec::new(); nodes],
+        count: vec![0; nodes + 1],
+        pushes: 0,
+        relabels: 0,
+        globals: 0,
+    };
+    let (mut took, mut phases, mut sourced) = (0.0, 0u64, 0usize);
+    for sink in 0..n {
+        let want = tally.cold_and_below(caps, top, source, sink);
+        let (steps, scans) = (chain.steps, chain.scans);
+        let clock = Instant::now();
+        if sink > 0 {
+            let before = chain.sink;
+            p.excess[before] = 0.0;
+            for m in 0..n {
+                chain.scans += 1;
+                let carried = std::mem::take(&mut chain.flow[0][m * n + before]);
+                if carried > 0.0 {
+                    chain.steps += 1;
+                    p.excess[n + m] += carried;
+                }
+            }
+        }
+        (chain.sink, chain.target) = (sink, sink);
+        if how == Resink::Push {
+            let pushes = p.pushes;
+            chain.fill_source(&mut p, s);
+            chain.steps += p.pushes - pushes;
+            chain.relabel_all(&mut p, s);
+            chain.discharge_all(&mut p, s, 1.0);
+            phases += 1;
+        } else {
+            loop {
+                let mut sources = vec![s];
+                sources.extend((0..nodes).filter(|&u| p.excess[u] > EPS));
+                if how == Resink::Back {
+                    chain.levels_back();
+                    sources.retain(|&u| chain.level[u] != UNSEEN);
+                } else if !chain.levels(&sources) {
+                    sources.clear();
+                }
+                if sources.is_empty() {
+                    break;
+                }
+                phases += 1;
+                sourced += sources.len() - 1;
+                chain.cursor.fill(0);
+                let mut moved = 0.0;
+                for &u in &sources {
+                    let limit = if u == s { f64::INFINITY } else { p.excess[u] };
+                    let sent = match how {
+                        Resink::Back => chain.search_back(u, limit),
+                        _ => chain.search(u, limit),
+                    };
+                    moved += sent;
+                    if u != s {
+                        p.excess[u] -= sent;
+                    }
+                }
+                if moved <= EPS {
+                    break;
+                }
+            }
+        }
+        let got = chain.entering(sink);
+        took += clock.elapsed().as_secs_f64();
+        tally.other(chain.steps - steps, chain.scans - scans, got, want);
+    }
+    let held: f64 = (0..nodes)
+        .filter(|&u| u != chain.sink)
+        .map(|u| p.excess[u])
+        .sum();
+    tally.print("the sinks' preflow kept");
+    println!(
+        "{phases} phases (a push–relabel's: one a sink), {:.1} nodes with excess a phase; excess left at the end {held:.6}",
+        sourced as f64 / phases as f64
+    );
+    println!(
+        "search seconds: from below {:.3}, the preflow kept {took:.3}",
+        tally.below_s
+    );
 }
 
 fn sources(caps: &[Vec<f64>], top: usize) {
@@ -1490,7 +1675,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, position, layer, mode] = &args[..] else {
         eprintln!(
-            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub|above|batch|cuts|waves"
+            "usage: warm_starts STACK.npy POSITION LAYER sinks|sources|bounds|reroute|push|pseudo|hub|above|batch|resink|cuts|waves"
         );
         std::process::exit(2);
     };
@@ -1509,6 +1694,14 @@ fn main() {
         "hub" => hub(&caps, top, position),
         "above" => above(&caps, top, position),
         "batch" => batch(&caps, top, position),
+        "resink" => {
+            let how = match std::env::var("RESINK").as_deref() {
+                Ok("back") => Resink::Back,
+                Ok("push") => Resink::Push,
+                _ => Resink::Levels,
+            };
+            resink(&caps, top, position, how)
+        }
         "cuts" => cuts(&caps, top, position),
         "waves" => waves(&caps, top, position),
         "pseudo" => against_dinic(&caps, top, position, "pseudoflow", |net| {
@@ -1529,7 +1722,7 @@ fn main() {
             })
         }
         _ => panic!(
-            "MODE: sinks, sources, bounds, reroute, push, pseudo, hub, above, batch, cuts or waves"
+            "MODE: sinks, sources, bounds, reroute, push, pseudo, hub, above, batch, resink, cuts or waves"
         ),
     }
     eprintln!("{:.1} s", started.elapsed().as_secs_f64());
