@@ -832,7 +832,6 @@ fn resink(caps: &[Vec<f64>], top: usize, source: usize, how: Resink) {
             chain.steps += p.pushes - pushes;
             chain.relabel_all(&mut p, s);
             chain.discharge_all(&mut p, s, 1.0);
-            phases += 1;
         } else {
             loop {
                 let mut sources = vec![s];
@@ -875,10 +874,13 @@ fn resink(caps: &[Vec<f64>], top: usize, source: usize, how: Resink) {
         .map(|u| p.excess[u])
         .sum();
     tally.print("the sinks' preflow kept");
-    println!(
-        "{phases} phases (a push–relabel's: one a sink), {:.1} nodes with excess a phase; excess left at the end {held:.6}",
-        sourced as f64 / phases as f64
-    );
+    match how {
+        Resink::Push => println!("excess left at the end {held:.6}"),
+        _ => println!(
+            "{phases} phases, {:.1} nodes with excess a phase; excess left at the end {held:.6}",
+            sourced as f64 / phases as f64
+        ),
+    }
     println!(
         "search seconds: from below {:.3}, the preflow kept {took:.3}",
         tally.below_s
