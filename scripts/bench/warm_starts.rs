@@ -87,6 +87,9 @@ struct Net<'a> {
     every_sink: bool,
     /// The target's level in the last breadth-first search.
     depth: u32,
+    /// Whether `level` holds the distances back to the target ([`Net::levels_back`]), not
+    /// the levels from the sources ([`Net::levels`]).
+    back: bool,
     level: Vec<u32>,
     /// The nodes the last breadth-first search reached, in order of level.
     order: Vec<usize>,
@@ -110,6 +113,7 @@ impl<'a> Net<'a> {
             target: sink,
             every_sink: false,
             depth: UNSEEN,
+            back: false,
             level: vec![UNSEEN; nodes],
             order: Vec::new(),
             cursor: vec![0; nodes],
@@ -149,6 +153,7 @@ impl<'a> Net<'a> {
 
     /// Breadth-first levels from `sources`; whether the target is reachable.
     fn levels(&mut self, sources: &[usize]) -> bool {
+        self.back = false;
         self.level.fill(UNSEEN);
         let mut queue = std::mem::take(&mut self.order);
         queue.clear();
@@ -186,6 +191,18 @@ impl<'a> Net<'a> {
         u == self.target || (self.every_sink && u < self.n)
     }
 
+    /// Whether the arc from `u` into `v` leads on in the level graph: from the sources, to a
+    /// node one level further, short of the target's level or the target; back from the
+    /// target, to a node one step nearer it.
+    fn admits(&self, u: usize, v: usize) -> bool {
+        match self.back {
+            true => self.level[v] != UNSEEN && self.level[v] + 1 == self.level[u],
+            false => {
+                self.level[v] == self.level[u] + 1 && (self.ends(v) || self.level[v] < self.depth)
+            }
+        }
+    }
+
     fn search(&mut self, u: usize, limit: f64) -> f64 {
         if self.ends(u) {
             return limit;
@@ -195,8 +212,7 @@ impl<'a> Net<'a> {
             let a = self.cursor[u];
             self.reads += 1;
             let (v, residual) = self.arc(u, a);
-            let onward = self.ends(v) || self.level[v] < self.depth;
-            if residual > EPS && self.level[v] == self.level[u] + 1 && onward {
+            if residual > EPS && self.admits(u, v) {
                 self.steps += 1;
                 let got = self.search(v, (limit - sent).min(residual));
                 if got > 0.0 {
@@ -299,12 +315,10 @@ struct Preflow {
     globals: u64,
 }
 
-impl<'a> Net<'a> {
-    fn preflow(&mut self, source: usize, budget: f64) -> (f64, Preflow) {
-        let n = self.n;
-        let nodes = (self.top + 1) * n;
-        let s = self.top * n + source;
-        let mut p = Preflow {
+impl Preflow {
+    /// No excess, every label `nodes` (no path), nothing counted.
+    fn new(nodes: usize) -> Self {
+        Preflow {
             excess: vec![0.0; nodes],
             label: vec![nodes as u32; nodes],
             active: vec![Vec::new(); nodes],
@@ -312,7 +326,16 @@ impl<'a> Net<'a> {
             pushes: 0,
             relabels: 0,
             globals: 0,
-        };
+        }
+    }
+}
+
+impl<'a> Net<'a> {
+    fn preflow(&mut self, source: usize, budget: f64) -> (f64, Preflow) {
+        let n = self.n;
+        let nodes = (self.top + 1) * n;
+        let s = self.top * n + source;
+        let mut p = Preflow::new(nodes);
         self.fill_source(&mut p, s);
         self.steps += p.pushes;
         self.relabel_all(&mut p, s);
@@ -734,6 +757,7 @@ impl Net<'_> {
     /// Every node's residual distance to the target in `level` (`UNSEEN` where none), by a
     /// breadth-first search back from it over every arc.
     fn levels_back(&mut self) {
+        self.back = true;
         self.level.fill(UNSEEN);
         self.level[self.target] = 0;
         let mut queue = vec![self.target];
@@ -748,32 +772,6 @@ impl Net<'_> {
                 }
             }
         }
-    }
-
-    /// The depth-first search of [`Net::search`] down the distances of [`Net::levels_back`].
-    fn search_back(&mut self, u: usize, limit: f64) -> f64 {
-        if u == self.target {
-            return limit;
-        }
-        let mut sent = 0.0;
-        while self.cursor[u] < 2 * self.n {
-            let a = self.cursor[u];
-            self.reads += 1;
-            let (v, residual) = self.arc(u, a);
-            if residual > EPS && self.level[v] != UNSEEN && self.level[v] + 1 == self.level[u] {
-                self.steps += 1;
-                let got = self.search_back(v, (limit - sent).min(residual));
-                if got > 0.0 {
-                    self.push(u, a, got);
-                    sent += got;
-                }
-                if limit - sent <= EPS {
-                    return sent;
-                }
-            }
-            self.cursor[u] += 1;
-        }
-        sent
     }
 }
 
@@ -799,15 +797,7 @@ fn resink(caps: &[Vec<f64>], top: usize, source: usize, how: Resink) {
     let nodes = (top + 1) * n;
     let mut tally = Tally::default();
     let mut chain = Net::new(caps, top, 0);
-    let mut p = Preflow {
-        excess: vec![0.0; nodes],
-        label: vec![nodes as u32; nodes],
-        active: vec![Vec::new(); nodes],
-        count: vec![0; nodes + 1],
-        pushes: 0,
-        relabels: 0,
-        globals: 0,
-    };
+    let mut p = Preflow::new(nodes);
     let (mut took, mut phases, mut sourced) = (0.0, 0u64, 0usize);
     for sink in 0..n {
         let want = tally.cold_and_below(caps, top, source, sink);
@@ -851,10 +841,7 @@ fn resink(caps: &[Vec<f64>], top: usize, source: usize, how: Resink) {
                 let mut moved = 0.0;
                 for &u in &sources {
                     let limit = if u == s { f64::INFINITY } else { p.excess[u] };
-                    let sent = match how {
-                        Resink::Back => chain.search_back(u, limit),
-                        _ => chain.search(u, limit),
-                    };
+                    let sent = chain.search(u, limit);
                     moved += sent;
                     if u != s {
                         p.excess[u] -= sent;
@@ -1510,12 +1497,6 @@ impl Net<'_> {
             self.waves(source, scratch);
         }
         self.entering(self.sink)
-    }
-
-    /// The nodes of the level graph that may carry flow on: reached, short of the
-    /// target's level, or the target.
-    fn admits(&self, u: usize, v: usize) -> bool {
-        self.level[v] == self.level[u] + 1 && (self.ends(v) || self.level[v] < self.depth)
     }
 
     /// A blocking flow of the level graph by waves (Karzanov; Tarjan's form): the source
