@@ -97,6 +97,15 @@ impl Dense {
     pub fn bias(&self) -> Option<&Tensor> {
         self.bias.as_ref()
     }
+
+    /// The layer of outputs `start..start + len` alone (one part of a fused projection).
+    pub fn rows(&self, start: usize, len: usize) -> Result<Self> {
+        let part = |t: &Tensor| t.narrow(0, start, len)?.contiguous();
+        Ok(Self {
+            weight: part(&self.weight)?,
+            bias: self.bias.as_ref().map(part).transpose()?,
+        })
+    }
 }
 
 impl Module for Dense {

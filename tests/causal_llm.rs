@@ -1,11 +1,16 @@
-//! Causal mode on the Llama family (issue 15) against transformers
+//! Causal mode on the rotary decoders (issues 15 and 62) against transformers
 //! (scripts/reference/causal_llm_reference.py): models/tiny-llama (sharded, GQA, llama3 rope
 //! scaling), tiny-qwen2 (bf16, q/k/v biases, tied), tiny-qwen2-window (Qwen2's own sliding
-//! window 3 on the layers from max_window_layers 1 on, given as layer_types) and tiny-mistral
-//! (sliding window 4, linear rope scaling) generate the same greedy tokens, with raw attention,
-//! rollout, corrected rollout and flow to 1e-5; and the command line runs them end to end. On
-//! real weights: IgLM, a GPT-2 over antibody sequences (PyPI iglm==0.1.0, fetched at test time,
-//! never committed).
+//! window 3 on the layers from max_window_layers 1 on, given as layer_types), tiny-mistral
+//! (sliding window 4, linear rope scaling), tiny-qwen3 (q/k norms, head_dim 12 ≠ 32 / 4, its
+//! window), tiny-gemma2 (norms after attention and MLP, soft caps 1.5 and 2.5 that change the
+//! tokens, windows of 3 on alternate layers), tiny-gemma3 and tiny-gemma3-mm (q/k norms, a
+//! local and a global rotary table; the second inside an image-and-text checkpoint) and
+//! tiny-phi3 (fused projections, half the head rotated, LongRoPE's short and long factors)
+//! generate the same greedy tokens, with raw attention, rollout, corrected rollout and flow
+//! to 1e-5; the command line runs them end to end; configs spelled as transformers 4 wrote
+//! them read as transformers 5's. On real weights: IgLM, a GPT-2 over antibody sequences (PyPI
+//! iglm==0.1.0, fetched at test time, never committed).
 
 mod common;
 
@@ -48,7 +53,7 @@ fn check_cases(dir: &str, models: &std::path::Path) {
 }
 
 #[test]
-fn llama_qwen2_mistral_match_transformers() {
+fn every_rotary_decoder_matches_transformers() {
     check_cases("llm", &repo().join("models"));
 }
 
@@ -63,7 +68,17 @@ fn iglm_matches_transformers_on_real_weights() {
 #[test]
 fn the_command_line_runs_every_family_with_every_option() {
     let dir = tempfile::tempdir().unwrap();
-    for model in ["tiny-llama", "tiny-qwen2", "tiny-mistral"] {
+    let families = [
+        ("tiny-llama", "llama"),
+        ("tiny-qwen2", "qwen2"),
+        ("tiny-mistral", "mistral"),
+        ("tiny-qwen3", "qwen3"),
+        ("tiny-gemma2", "gemma2"),
+        ("tiny-gemma3", "gemma3_text"),
+        ("tiny-gemma3-mm", "gemma3_text"),
+        ("tiny-phi3", "phi3"),
+    ];
+    for (model, family) in families {
         let html = dir.path().join(format!("{model}.html"));
         let svg = dir.path().join(format!("{model}.svg"));
         let output = bin()
@@ -82,7 +97,7 @@ fn the_command_line_runs_every_family_with_every_option() {
         let report: bert_explain::causal::CausalReport =
             serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(report.generated_ids.len(), 5, "{model}");
-        assert_eq!(report.family, model.trim_start_matches("tiny-"));
+        assert_eq!(report.family, family);
         assert_eq!(report.task, "causal-lm");
         assert_eq!(report.generation.seed, Some(7));
         assert_eq!(report.relevance.flow.as_ref().unwrap().len(), 5);
@@ -154,4 +169,66 @@ fn unsupported_configs_and_broken_shards_are_named() {
         1,
         &["model-00002-of-00003.safetensors"],
     );
+}
+
+/// The report of `model` (a folder) on `prompt`, greedy, with flow.
+fn report_of(model: &std::path::Path, prompt: &str) -> serde_json::Value {
+    let output = bin()
+        .arg("--model")
+        .arg(model)
+        .args(["--json", "--generate", "6", "--correction", "--flow", prompt])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    report["model"] = serde_json::Value::Null;
+    report
+}
+
+/// Checkpoints saved by transformers 4 spell the rotary tables and the windows as flat
+/// fields (`rope_theta`, `rope_scaling`, `rope_local_base_freq`, `sliding_window_pattern`,
+/// `partial_rotary_factor`, Phi-3's `original_max_position_embeddings` at the top) and list no
+/// `layer_types`; each config below is a tiny model's config.json rewritten so, and explains
+/// the same text identically (transformers 5 reads each rewritten config to the same logits
+/// and attention, checked once by hand).
+#[test]
+fn configs_in_transformers_4_spelling_read_the_same() {
+    let flat = |c: &mut serde_json::Value, rope: serde_json::Value| {
+        let object = c.as_object_mut().unwrap();
+        object.remove("rope_parameters");
+        object.remove("layer_types");
+        for (key, value) in rope.as_object().unwrap() {
+            object.insert(key.clone(), value.clone());
+        }
+    };
+    let cases: [(&str, serde_json::Value); 4] = [
+        (
+            "tiny-gemma3",
+            serde_json::json!({"rope_theta": 1e6, "rope_local_base_freq": 1e4,
+                "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+                "sliding_window_pattern": 2}),
+        ),
+        (
+            "tiny-phi3",
+            serde_json::json!({"rope_theta": 1e4, "partial_rotary_factor": 0.5,
+                "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5],
+                    "long_factor": [2.0, 5.0]}}),
+        ),
+        ("tiny-gemma2", serde_json::json!({"rope_theta": 1e4})),
+        (
+            "tiny-qwen3",
+            serde_json::json!({"rope_theta": 1e6, "rope_scaling": null}),
+        ),
+    ];
+    for (model, rope) in cases {
+        let old = broken(model, &|c| flat(c, rope.clone()), &[]);
+        for prompt in ["The keys", "The river runs through the valley and the town"] {
+            let want = report_of(&repo().join("models").join(model), prompt);
+            assert_eq!(report_of(old.path(), prompt), want, "{model}: {prompt}");
+        }
+    }
 }

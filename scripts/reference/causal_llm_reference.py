@@ -55,7 +55,7 @@ def generate(tok, model, ids, n):
     N = m + g - 1
     full = model(torch.tensor([ids[:N]]), output_attentions=True).attentions
     att = torch.stack(full)[:, 0].double().numpy()  # L, H, N, N
-    if getattr(model.config, "sliding_window", None) is None:
+    if getattr(model.config.get_text_config(), "sliding_window", None) is None:
         for step, layers in enumerate(out.attentions[:g]):
             for l, a in enumerate(layers):
                 a = a[0].double().numpy()

@@ -74,13 +74,15 @@ def models(vocab, eos):
             ("tiny-mistral", MistralForCausalLM, mistral, {})]
 
 
-def spread_init(model, generator):
+def spread_init(model, generator, norm_centre=1.0, embedding=0.6):
+    """norm_centre: where norm weights are drawn around (0 for Gemma's (1 + w) norms);
+    embedding: the embeddings' spread (Gemma multiplies them by sqrt(hidden))."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
-                p.copy_(1.0 + 0.15 * torch.randn(p.shape, generator=generator))
+                p.copy_(norm_centre + 0.15 * torch.randn(p.shape, generator=generator))
             elif name.endswith("embed_tokens.weight"):
-                p.copy_(0.6 * torch.randn(p.shape, generator=generator))
+                p.copy_(embedding * torch.randn(p.shape, generator=generator))
             elif name.endswith("bias"):
                 p.copy_(0.2 * torch.randn(p.shape, generator=generator))
             else:
@@ -111,7 +113,9 @@ def build(folder, cls, config, save):
     torch.manual_seed(SEED)
     config._attn_implementation = "eager"
     model = cls(config).eval()
-    spread_init(model, torch.Generator().manual_seed(SEED))
+    gemma = save.get("gemma", False)
+    spread_init(model, torch.Generator().manual_seed(SEED), norm_centre=0.0 if gemma else 1.0,
+                embedding=0.1 if gemma else 0.6)
     if "dtype" in save:
         model = model.to(save["dtype"])
     model.save_pretrained(folder, max_shard_size=save.get("max_shard_size", "5GB"))

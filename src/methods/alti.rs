@@ -169,6 +169,7 @@ mod tests {
             norm_scale,
             norm_bias,
             output_bias,
+            row_scale: None,
         };
         let probs = Tensor::new(&[[[[1.0, 0.0], [0.5, 0.5]]]], cpu).unwrap();
         let rerun = |_: &Tensor, _: Option<&Tensor>| unreachable!("ALTI reruns no layer");

@@ -392,12 +392,16 @@ pub(crate) fn check_finite(matrices: &Tensor, mixing: Mixing) -> Result<()> {
     Ok(())
 }
 
-/// The attention `[H, n, n]` and head values `[H, n, d]` of one layer, widened.
+/// The weights `[H, n, n]` that one layer's head values `[H, n, d]` are mixed with, and those
+/// values, widened: the attention, with each row scaled where a norm after the attention
+/// block scales it ([`LayerInternals::row_scale`]).
 fn mixing_inputs(probs: &Tensor, internals: &LayerInternals) -> Result<(Tensor, Tensor)> {
-    Ok((
-        wide(&probs.squeeze(0)?)?,
-        wide(&internals.head_values.squeeze(0)?)?,
-    ))
+    let a = wide(&probs.squeeze(0)?)?;
+    let a = match &internals.row_scale {
+        Some(scale) => a.broadcast_mul(&wide(scale)?.reshape((1, (), 1))?)?,
+        None => a,
+    };
+    Ok((a, wide(&internals.head_values.squeeze(0)?)?))
 }
 
 /// Any tensor → f64 on the host.

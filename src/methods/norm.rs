@@ -37,6 +37,7 @@ mod tests {
             norm_scale: None,
             norm_bias: None,
             output_bias: None,
+            row_scale: None,
         }
     }
 

@@ -102,6 +102,7 @@ impl Attention {
                 norm_scale: Some(self.layer_norm.scale(&summed)?),
                 norm_bias: Some(self.layer_norm.bias().clone()),
                 output_bias: self.output.bias().cloned(),
+                row_scale: None,
             }),
             false => None,
         };

@@ -102,6 +102,8 @@ pub(crate) struct Step<'a> {
     pub window: Option<usize>,
     /// What the scores are multiplied by.
     pub scale: f64,
+    /// Gemma 2's soft cap: scores become c·tanh(s / c) before the mask.
+    pub softcap: Option<f64>,
     pub keep: Keep,
     /// `[b, q]`: each new position's value vectors multiplied by this (value zeroing).
     pub value_mask: Option<&'a Tensor>,
@@ -147,6 +149,10 @@ pub(crate) fn cached_attention(
     *kv = Some((key.clone(), value.clone()));
     let (key, value) = (expand(&key)?, expand(&value)?);
     let scores = (matmul(query, &key.t()?.contiguous()?)? * step.scale)?;
+    let scores = match step.softcap {
+        Some(cap) => ((scores / cap)?.tanh()? * cap)?,
+        None => scores,
+    };
     let scores = match causal_mask(q, step.seen, step.window, query.device())? {
         Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
         None => scores,
@@ -164,26 +170,42 @@ pub(crate) fn cached_attention(
     })
 }
 
+/// A norm between the attention block and the residual (Gemma 2 and 3): RMSNorm's weight
+/// `[hidden]` and its `1 / rms` of each fed position's attention output, `[b, q]`.
+pub(crate) struct AfterAttention {
+    pub weight: Tensor,
+    pub inverse_rms: Tensor,
+}
+
 /// What SPEC §8's methods read of a pre-norm decoder layer, when `keep` asks for it: its
 /// input `x`, each head's values through its slice of `output` (the attention's output
-/// projection) and that projection's bias.
+/// projection) and that projection's bias. A norm `after` the attention block is linear
+/// once its rms is fixed, so it goes into the parts: its weight into the head values, its
+/// 1 / rms into each row's scale.
 pub(crate) fn decoder_internals(
     keep: Keep,
     x: &Tensor,
     value: &Tensor,
     output: &Dense,
+    after: Option<AfterAttention>,
 ) -> Result<Option<LayerInternals>> {
-    Ok(match keep.internals {
-        true => Some(LayerInternals {
-            input: x.clone(),
-            head_values: head_values(value, output.weight())?,
-            norm_weight: None,
-            norm_scale: None,
-            norm_bias: None,
-            output_bias: output.bias().cloned(),
-        }),
-        false => None,
-    })
+    if !keep.internals {
+        return Ok(None);
+    }
+    let values = head_values(value, output.weight())?;
+    let (head_values, row_scale) = match after {
+        Some(norm) => (values.broadcast_mul(&norm.weight)?, Some(norm.inverse_rms)),
+        None => (values, None),
+    };
+    Ok(Some(LayerInternals {
+        input: x.clone(),
+        head_values,
+        norm_weight: None,
+        norm_scale: None,
+        norm_bias: None,
+        output_bias: output.bias().cloned(),
+        row_scale,
+    }))
 }
 
 /// `[q, seen + q]`: 0 where row `seen + i` may look, −∞ where it may not: the future, and

@@ -6,6 +6,8 @@
 pub(crate) mod attention;
 pub mod causal;
 pub mod config;
+pub mod decoder;
+pub mod decoder_config;
 mod embeddings;
 pub mod families;
 pub mod family;
@@ -70,6 +72,9 @@ pub struct LayerInternals {
     pub norm_bias: Option<Tensor>,
     /// `[hidden]`: b_O, the output projection's bias.
     pub output_bias: Option<Tensor>,
+    /// `[b, n]`: what row i's attention output is multiplied by before the residual (Gemma's
+    /// norm after attention: 1 / rms_i, its weight already in `head_values`); `None`: 1.
+    pub row_scale: Option<Tensor>,
 }
 
 /// What one forward pass over a batch of b sequences yields.

@@ -69,6 +69,24 @@ impl RmsNorm {
         })
     }
 
+    /// Gemma's RMSNorm, which multiplies by `1 + weight`.
+    pub fn plus_one(self) -> Result<Self> {
+        Ok(Self {
+            weight: (self.weight + 1.0)?,
+            eps: self.eps,
+        })
+    }
+
+    /// The factor each vector is multiplied by after normalising, `[size]`.
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    /// `x`: `[..., size]` → `[...]`: sqrt(mean(x²) + eps) of each vector.
+    pub fn rms(&self, x: &Tensor) -> Result<Tensor> {
+        Ok((x.sqr()?.mean(D::Minus1)? + self.eps)?.sqrt()?)
+    }
+
     /// `x`: `[..., size]` → the same shape: x / sqrt(mean(x²) + eps) · weight.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mean_square = x.sqr()?.mean_keepdim(D::Minus1)?;

@@ -1,6 +1,8 @@
 //! Rotary position embeddings (Su et al. 2021, RoFormer) in Llama's "rotate half" layout,
 //! from plain tensor ops (candle-nn's fused `rope` has no backward pass), with the config's
-//! `rope_theta` and the scalings that keep the frequencies closed-form: none, linear, llama3.
+//! `rope_theta`, the scalings that keep the frequencies closed-form (none, linear, llama3,
+//! LongRoPE's short and long factors) and a rotated part narrower than the head (Phi-3's
+//! `partial_rotary_factor`).
 
 use candle_core::{DType, Device, Tensor, D};
 use serde_json::Value;
@@ -22,19 +24,84 @@ pub enum RopeScaling {
         high_freq_factor: f64,
         original_max_position_embeddings: f64,
     },
+    /// LongRoPE (Phi-3): each frequency divided by its own factor, the short ones while a
+    /// sequence fits in `original` positions and the long ones past it; cosines and sines
+    /// multiplied by `attention_factor`.
+    LongRope {
+        short: Vec<f64>,
+        long: Vec<f64>,
+        original: usize,
+        attention_factor: f64,
+    },
 }
 
-/// `rope_theta` and the scaling from a config.json: transformers 5's `rope_parameters`, or
-/// the older top-level `rope_theta` and `rope_scaling`. Errors say what is unsupported.
-pub fn rope_from_config(config: &Value) -> std::result::Result<(f64, RopeScaling), String> {
-    let params = config.get("rope_parameters").filter(|v| v.is_object());
+/// One rotary table's settings: the base, the scaling and how many of a head's dimensions
+/// rotate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rope {
+    pub theta: f64,
+    pub scaling: RopeScaling,
+    /// The fraction of each head that rotates (`partial_rotary_factor`, 1 for all of it).
+    pub partial: f64,
+}
+
+impl Rope {
+    /// Whether these settings fit heads `head_dim` wide: an even rotated part, and with
+    /// LongRoPE one factor per frequency. The error says what does not fit.
+    pub fn check(&self, head_dim: usize) -> std::result::Result<(), String> {
+        let rotated = (head_dim as f64 * self.partial) as usize;
+        if rotated == 0 || !rotated.is_multiple_of(2) {
+            return Err(format!(
+                "the rotated part of a head ({rotated} of head_dim {head_dim}) must be even and positive"
+            ));
+        }
+        if let RopeScaling::LongRope { short, long, .. } = &self.scaling {
+            if short.len() != rotated / 2 || long.len() != rotated / 2 {
+                return Err(format!(
+                    "rope scaling \"longrope\" has {} short and {} long factors, but a head \
+                     rotates {rotated} dimensions, which need {} each",
+                    short.len(),
+                    long.len(),
+                    rotated / 2
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One rotary table's settings from a config.json. `params`: the parameters of one layer
+/// type (Gemma 3's `rope_parameters.sliding_attention`), else the config's own
+/// (`rope_parameters`, or the older `rope_theta`, `rope_scaling` and `partial_rotary_factor`
+/// at the top); `theta` where neither names one.
+pub fn rope_of(
+    config: &Value,
+    params: Option<&Value>,
+    theta: f64,
+) -> std::result::Result<Rope, String> {
+    // The top-level fields count for the config's own parameters, not for one layer type's.
+    let top = |key: &str| match params {
+        Some(_) => None,
+        None => config.get(key),
+    };
+    let params = params.or_else(|| config.get("rope_parameters").filter(|v| v.is_object()));
     let theta = params
         .and_then(|p| p.get("rope_theta"))
-        .or_else(|| config.get("rope_theta"))
+        .or_else(|| top("rope_theta"))
         .and_then(Value::as_f64)
-        .unwrap_or(10_000.0);
+        .unwrap_or(theta);
     if !(theta > 1.0 && theta.is_finite()) {
         return Err(format!("rope_theta {theta} is not a number above 1"));
+    }
+    let partial = params
+        .and_then(|p| p.get("partial_rotary_factor"))
+        .or_else(|| top("partial_rotary_factor"))
+        .and_then(Value::as_f64)
+        .unwrap_or(1.0);
+    if !(partial > 0.0 && partial <= 1.0) {
+        return Err(format!(
+            "partial_rotary_factor {partial} is not in (0, 1]"
+        ));
     }
     let scaling = params
         .or_else(|| config.get("rope_scaling").filter(|v| v.is_object()))
@@ -63,59 +130,142 @@ pub fn rope_from_config(config: &Value) -> std::result::Result<(f64, RopeScaling
             high_freq_factor: number("high_freq_factor")?,
             original_max_position_embeddings: number("original_max_position_embeddings")?,
         },
+        "longrope" | "su" => long_rope(config, &scaling)?,
         other => {
             return Err(format!(
-                "rope scaling {other:?} is not supported (only none, \"linear\" and \"llama3\")"
+                "rope scaling {other:?} is not supported (only none, \"linear\", \"llama3\" and \"longrope\")"
             ))
         }
     };
-    Ok((theta, scaling))
+    Ok(Rope {
+        theta,
+        scaling,
+        partial,
+    })
+}
+
+/// LongRoPE's settings as transformers reads them: `original_max_position_embeddings` at the
+/// top of the config before the one in the parameters, and unless the parameters give an
+/// `attention_factor`, √(1 + ln s / ln original) with s = `factor`, or else
+/// max_position_embeddings / original (1 where s ≤ 1).
+fn long_rope(config: &Value, params: &Value) -> std::result::Result<RopeScaling, String> {
+    let factors = |key: &str| -> std::result::Result<Vec<f64>, String> {
+        let list = params.get(key).and_then(Value::as_array);
+        let values: Option<Vec<f64>> = list.map(|l| l.iter().map(Value::as_f64).collect()).flatten();
+        values
+            .filter(|v| !v.is_empty() && v.iter().all(|x| *x > 0.0 && x.is_finite()))
+            .ok_or_else(|| format!("rope scaling \"longrope\" needs {key}, a list of positive numbers"))
+    };
+    let positive = |v: Option<&Value>| v.and_then(Value::as_f64).filter(|x| *x > 0.0 && x.is_finite());
+    let context = positive(config.get("max_position_embeddings"));
+    let original = positive(config.get("original_max_position_embeddings"))
+        .or_else(|| positive(params.get("original_max_position_embeddings")))
+        .or(context)
+        .filter(|x| *x >= 2.0)
+        .ok_or("rope scaling \"longrope\" needs original_max_position_embeddings of 2 or more")?;
+    let factor = positive(params.get("factor"))
+        .or_else(|| context.map(|c| c / original))
+        .unwrap_or(1.0);
+    let attention_factor = match positive(params.get("attention_factor")) {
+        Some(given) => given,
+        None if factor <= 1.0 => 1.0,
+        None => (1.0 + factor.ln() / original.ln()).sqrt(),
+    };
+    Ok(RopeScaling::LongRope {
+        short: factors("short_factor")?,
+        long: factors("long_factor")?,
+        original: original as usize,
+        attention_factor,
+    })
 }
 
 /// The rotation frequencies of one head width.
 pub struct Rotary {
-    /// `[head_dim / 2]` f32.
+    /// `[rotated / 2]` f32.
     inv_freq: Tensor,
+    /// LongRoPE: the frequencies of sequences longer than the given number of positions.
+    long: Option<(Tensor, usize)>,
+    /// What the cosines and sines are multiplied by (LongRoPE's attention factor, else 1).
+    attention_factor: f64,
 }
 
 impl Rotary {
-    pub fn new(
-        head_dim: usize,
-        theta: f64,
-        scaling: &RopeScaling,
-        device: &Device,
-    ) -> Result<Self> {
-        let inv_freq: Vec<f32> = (0..head_dim / 2)
-            .map(|i| {
-                let f = 1.0 / theta.powf(2.0 * i as f64 / head_dim as f64);
-                scale(f, scaling) as f32
-            })
-            .collect();
-        Ok(Self {
-            inv_freq: Tensor::new(inv_freq, device)?,
+    /// The tables of heads `head_dim` wide, of which the first `head_dim · rope.partial`
+    /// (rounded down) rotate.
+    pub fn new(head_dim: usize, rope: &Rope, device: &Device) -> Result<Self> {
+        let rotated = (head_dim as f64 * rope.partial) as usize;
+        let frequencies = |divisors: Option<&[f64]>| -> Result<Tensor> {
+            let values: Vec<f32> = (0..rotated / 2)
+                .map(|i| {
+                    let f = 1.0 / rope.theta.powf(2.0 * i as f64 / rotated as f64);
+                    let f = match divisors {
+                        Some(d) => f / d.get(i).copied().unwrap_or(1.0),
+                        None => scale(f, &rope.scaling),
+                    };
+                    f as f32
+                })
+                .collect();
+            Ok(Tensor::new(values, device)?)
+        };
+        Ok(match &rope.scaling {
+            RopeScaling::LongRope {
+                short,
+                long,
+                original,
+                attention_factor,
+            } => {
+                Self {
+                    inv_freq: frequencies(Some(short))?,
+                    long: Some((frequencies(Some(long))?, *original)),
+                    attention_factor: *attention_factor,
+                }
+            }
+            _ => Self {
+                inv_freq: frequencies(None)?,
+                long: None,
+                attention_factor: 1.0,
+            },
         })
     }
 
-    /// The cosines and sines, each `[q, head_dim]`, for positions `seen..seen + q`.
+    /// The cosines and sines, each `[q, rotated]`, for positions `seen..seen + q`. LongRoPE
+    /// takes its long factors once `seen + q` passes the original context, as transformers
+    /// does at each step (so keys already cached keep the rotation they were made with).
     pub fn tables(&self, seen: usize, q: usize) -> Result<(Tensor, Tensor)> {
-        let positions = Tensor::arange(seen as u32, (seen + q) as u32, self.inv_freq.device())?
+        let inv_freq = match &self.long {
+            Some((long, original)) if seen + q > *original => long,
+            _ => &self.inv_freq,
+        };
+        let positions = Tensor::arange(seen as u32, (seen + q) as u32, inv_freq.device())?
             .to_dtype(DType::F32)?
             .unsqueeze(1)?;
-        let freqs = positions.broadcast_mul(&self.inv_freq.unsqueeze(0)?)?;
+        let freqs = positions.broadcast_mul(&inv_freq.unsqueeze(0)?)?;
         let angles = Tensor::cat(&[&freqs, &freqs], D::Minus1)?;
-        Ok((angles.cos()?, angles.sin()?))
+        let (cos, sin) = (angles.cos()?, angles.sin()?);
+        Ok(match self.attention_factor {
+            1.0 => (cos, sin),
+            factor => ((cos * factor)?, (sin * factor)?),
+        })
     }
 
-    /// `x`: `[b, heads, q, head_dim]`, `cos`/`sin` from [`Rotary::tables`] → the same shape,
-    /// x·cos + rotate_half(x)·sin with rotate_half(x) = (−x₂, x₁) over the two halves.
+    /// `x`: `[b, heads, q, head_dim]`, `cos`/`sin` from [`Rotary::tables`] → the same shape:
+    /// the first `rotated` dimensions r become r·cos + rotate_half(r)·sin with
+    /// rotate_half(r) = (−r₂, r₁) over their two halves; the rest pass unchanged.
     pub fn apply(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-        let half = x.dim(D::Minus1)? / 2;
+        let (width, rotated) = (x.dim(D::Minus1)?, cos.dim(D::Minus1)?);
+        let part = x.narrow(D::Minus1, 0, rotated)?;
+        let half = rotated / 2;
         let (first, second) = (
-            x.narrow(D::Minus1, 0, half)?,
-            x.narrow(D::Minus1, half, half)?,
+            part.narrow(D::Minus1, 0, half)?,
+            part.narrow(D::Minus1, half, half)?,
         );
-        let rotated = Tensor::cat(&[&second.neg()?, &first], D::Minus1)?;
-        Ok((x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?)?)
+        let turned = Tensor::cat(&[&second.neg()?, &first], D::Minus1)?;
+        let rotated_part = (part.broadcast_mul(cos)? + turned.broadcast_mul(sin)?)?;
+        if rotated == width {
+            return Ok(rotated_part);
+        }
+        let rest = x.narrow(D::Minus1, rotated, width - rotated)?;
+        Ok(Tensor::cat(&[&rotated_part, &rest], D::Minus1)?)
     }
 }
 
@@ -141,6 +291,8 @@ fn scale(freq: f64, scaling: &RopeScaling) -> f64 {
                 (1.0 - smooth) * freq / factor + smooth * freq
             }
         }
+        // Its factors are per frequency (Rotary::new).
+        RopeScaling::LongRope { .. } => freq,
     }
 }
 
@@ -152,20 +304,29 @@ mod tests {
     fn reads_both_config_spellings_and_refuses_yarn() {
         let v5 = serde_json::json!({"rope_parameters": {"rope_type": "linear", "factor": 2.0,
             "rope_theta": 500.0}});
+        let rope = |config: &Value| rope_of(config, None, 10_000.0);
+        let v5 = rope(&v5).unwrap();
         assert_eq!(
-            rope_from_config(&v5).unwrap(),
+            (v5.theta, v5.scaling),
             (500.0, RopeScaling::Linear { factor: 2.0 })
         );
-        let v4 = serde_json::json!({"rope_theta": 1e6, "rope_scaling": null});
-        assert_eq!(rope_from_config(&v4).unwrap(), (1e6, RopeScaling::None));
+        let v4 = serde_json::json!({"rope_theta": 1e6, "rope_scaling": null,
+            "partial_rotary_factor": 0.5});
+        let v4 = rope(&v4).unwrap();
+        assert_eq!((v4.theta, v4.scaling, v4.partial), (1e6, RopeScaling::None, 0.5));
         let yarn = serde_json::json!({"rope_scaling": {"type": "yarn", "factor": 4.0}});
-        assert!(rope_from_config(&yarn).unwrap_err().contains("yarn"));
+        assert!(rope(&yarn).unwrap_err().contains("yarn"));
     }
 
     #[test]
     fn position_zero_is_the_identity_and_norms_are_kept() {
         let device = Device::Cpu;
-        let rotary = Rotary::new(4, 10_000.0, &RopeScaling::None, &device).unwrap();
+        let rope = Rope {
+            theta: 10_000.0,
+            scaling: RopeScaling::None,
+            partial: 1.0,
+        };
+        let rotary = Rotary::new(4, &rope, &device).unwrap();
         let (cos, sin) = rotary.tables(0, 3).unwrap();
         assert_eq!(cos.dims(), &[3, 4]);
         let x = Tensor::new(&[1.0f32, 2.0, 3.0, 4.0], &device)

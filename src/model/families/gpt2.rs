@@ -255,11 +255,12 @@ impl Block {
             seen,
             window: None,
             scale: self.attn.scale,
+            softcap: None,
             keep,
             value_mask,
         };
         let (attended, step) = self.attn.forward(&self.ln_1.forward(x)?, kv, step)?;
-        let internals = decoder_internals(keep, x, &step.value, &self.attn.c_proj)?;
+        let internals = decoder_internals(keep, x, &step.value, &self.attn.c_proj, None)?;
         let x = (x + attended)?;
         let inner = self.c_fc.forward(&self.ln_2.forward(&x)?)?;
         let inner = activate(self.activation, &inner)?;

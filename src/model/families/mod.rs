@@ -6,8 +6,12 @@ pub mod albert;
 pub mod bert;
 pub mod distilbert;
 pub mod electra;
+pub mod gemma;
+pub mod gemma3;
 pub mod gpt2;
 pub mod llama;
+pub mod phi3;
+pub mod qwen3;
 pub mod roberta;
 
 use std::path::Path;
@@ -28,7 +32,14 @@ const FAMILIES: [&Family; 5] = [
 ];
 
 /// The supported decoder families.
-const DECODERS: [&Decoder; 2] = [&gpt2::DECODER, &llama::DECODER];
+const DECODERS: [&Decoder; 6] = [
+    &gpt2::DECODER,
+    &llama::DECODER,
+    &qwen3::DECODER,
+    &gemma::DECODER,
+    &gemma3::DECODER,
+    &phi3::DECODER,
+];
 
 /// The family whose `model_type` this is.
 pub fn family_of(model_type: &str) -> Option<&'static Family> {

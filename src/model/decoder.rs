@@ -1,0 +1,421 @@
+//! The rotary decoder body that Llama and the decoders after it share (Qwen2 and 3, Mistral,
+//! Gemma 2 and 3, Phi-3): pre-RMSNorm blocks, rotary positions, grouped-query attention (kept
+//! per query head), a gated MLP. What sets a family apart is data, a [`Spec`] that its file
+//! in `families/` builds from config.json: q/k norms, Gemma's norms after each block and its
+//! `(1 + w)` weights, soft caps, sliding windows, fused projections, a rotary table per layer
+//! type. Tensor names are transformers' (`model.layers.<i>.self_attn.q_proj`, …).
+
+use candle_core::{IndexOp, Module, Tensor};
+use candle_nn::Embedding;
+
+use super::causal::{
+    cached_attention, decoder_internals, AfterAttention, Attended, CausalDims, CausalLm, KvCache,
+    Step, StepOutput,
+};
+use super::norm::RmsNorm;
+use super::rotary::{Rope, Rotary};
+use super::{Keep, LayerTrace};
+use crate::checkpoint::{WeightPath, Weights};
+use crate::error::Result;
+use crate::linalg::{matmul, Dense};
+
+/// The gate's nonlinearity in the MLP `down(act(gate(x)) · up(x))`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// SwiGLU (Llama, Qwen, Mistral, Phi-3).
+    Silu,
+    /// GeGLU with the tanh GELU (Gemma's `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// What one layer attends to and with which rotary table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerKind {
+    /// How far back the layer may look (itself included); `None` for everywhere.
+    pub window: Option<usize>,
+    /// Its table in [`Spec::ropes`].
+    pub rope: usize,
+}
+
+/// Which projections carry biases.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Biases {
+    pub qkv: bool,
+    pub output: bool,
+    pub mlp: bool,
+}
+
+/// Everything the body needs to know about one checkpoint.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The family's main `model_type`, as reports name it.
+    pub model_type: &'static str,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    /// The width of one attention head (`head_dim`, which may differ from hidden / heads).
+    pub head_size: usize,
+    pub max_positions: usize,
+    pub eps: f64,
+    pub eos: Vec<u32>,
+    /// The head is the token embeddings (else `lm_head.weight`).
+    pub tied: bool,
+    pub gate: Gate,
+    pub biases: Biases,
+    /// Phi-3: `self_attn.qkv_proj` and `mlp.gate_up_proj` hold q, k, v and gate, up in one.
+    pub fused: bool,
+    /// Qwen3, Gemma 3: an RMSNorm over each head's queries and keys before the rotation.
+    pub qk_norm: bool,
+    /// Gemma 2 and 3: a norm after attention and one after the MLP, each before its residual
+    /// (`post_attention_layernorm`, `pre_feedforward_layernorm`, `post_feedforward_layernorm`).
+    pub sandwich: bool,
+    /// Gemma: every RMSNorm multiplies by `1 + weight`.
+    pub norm_plus_one: bool,
+    /// Gemma: the embeddings are multiplied by √hidden.
+    pub embed_scale: Option<f64>,
+    /// What the attention scores are multiplied by (1 / √head_dim, Gemma's
+    /// 1 / √query_pre_attn_scalar).
+    pub query_scale: f64,
+    pub attention_softcap: Option<f64>,
+    pub final_softcap: Option<f64>,
+    pub ropes: Vec<Rope>,
+    pub layers: Vec<LayerKind>,
+    /// Where the body's tensors are (`model`; Gemma 3's multimodal checkpoints nest it).
+    pub prefix: String,
+    /// The head's tensor when it is not tied.
+    pub lm_head: String,
+}
+
+/// A decoder with its language-model head, of any family a [`Spec`] describes.
+pub struct RotaryDecoder {
+    embed_tokens: Embedding,
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    /// `[vocab, hidden]`.
+    lm_head: Tensor,
+    rotaries: Vec<Rotary>,
+    spec: Spec,
+}
+
+impl RotaryDecoder {
+    pub fn load(weights: &Weights, spec: Spec) -> Result<Self> {
+        let model = weights.pp(&spec.prefix);
+        let (h, vocab) = (spec.hidden_size, spec.vocab_size);
+        let embed = model.pp("embed_tokens").get("weight", &[vocab, h])?;
+        let layers = (0..spec.layers.len())
+            .map(|i| DecoderLayer::load(&model.pp("layers").pp(&i.to_string()), &spec, i))
+            .collect::<Result<Vec<_>>>()?;
+        let lm_head = match spec.tied {
+            true => embed.clone(),
+            false => weights.get(&spec.lm_head, &[vocab, h])?,
+        };
+        let rotaries = spec
+            .ropes
+            .iter()
+            .map(|rope| Rotary::new(spec.head_size, rope, embed.device()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            embed_tokens: Embedding::new(embed, h),
+            layers,
+            norm: norm(&model.pp("norm"), h, &spec)?,
+            lm_head,
+            rotaries,
+            spec,
+        })
+    }
+
+    /// The rotary tables of every table in the spec, for positions `seen..seen + q`.
+    fn tables(&self, seen: usize, q: usize) -> Result<Vec<(Tensor, Tensor)>> {
+        self.rotaries.iter().map(|r| r.tables(seen, q)).collect()
+    }
+}
+
+impl CausalLm for RotaryDecoder {
+    fn model_type(&self) -> &'static str {
+        self.spec.model_type
+    }
+
+    fn dims(&self) -> CausalDims {
+        CausalDims {
+            vocab_size: self.spec.vocab_size,
+            max_positions: self.spec.max_positions,
+            layers: self.spec.layers.len(),
+            heads: self.spec.heads,
+            intermediate: self.spec.intermediate_size,
+        }
+    }
+
+    fn eos(&self) -> &[u32] {
+        &self.spec.eos
+    }
+
+    fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput> {
+        let (_, q) = ids.dims2()?;
+        let seen = cache.len();
+        cache.layers.resize(self.layers.len(), None);
+        let tables = self.tables(seen, q)?;
+        let mut x = self.embed_tokens.forward(ids)?;
+        if let Some(scale) = self.spec.embed_scale {
+            x = (x * scale)?;
+        }
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            let (next, trace) = layer.forward(&x, kv, (seen, &tables), keep, None)?;
+            x = next;
+            layers.push(trace);
+        }
+        let last = self.norm.forward(&x.i((0, q - 1..q))?)?;
+        let logits = matmul(&last, &self.lm_head.t()?)?.squeeze(0)?;
+        Ok(StepOutput {
+            logits: soft_cap(logits, self.spec.final_softcap)?,
+            layers,
+        })
+    }
+
+    fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
+        let tables = self.tables(0, x.dim(1)?)?;
+        let layer = &self.layers[layer];
+        Ok(layer
+            .forward(x, &mut None, (0, &tables), Keep::default(), value_mask)?
+            .0)
+    }
+}
+
+/// `c · tanh(x / c)` with a cap, `x` itself without.
+fn soft_cap(x: Tensor, cap: Option<f64>) -> Result<Tensor> {
+    Ok(match cap {
+        Some(c) => ((x / c)?.tanh()? * c)?,
+        None => x,
+    })
+}
+
+/// The spec's RMSNorm of `size` at `vb`.
+fn norm(vb: &WeightPath, size: usize, spec: &Spec) -> Result<RmsNorm> {
+    let norm = RmsNorm::load(vb, size, spec.eps)?;
+    Ok(match spec.norm_plus_one {
+        true => norm.plus_one()?,
+        false => norm,
+    })
+}
+
+/// `model.layers.<i>.*`: RMSNorm, attention, (Gemma: RMSNorm), residual; RMSNorm, gated MLP,
+/// (Gemma: RMSNorm), residual.
+struct DecoderLayer {
+    input_layernorm: RmsNorm,
+    attn: Attention,
+    /// Gemma: the norm after attention.
+    after_attention: Option<RmsNorm>,
+    /// The norm before the MLP (`post_attention_layernorm`, Gemma's `pre_feedforward_layernorm`).
+    before_mlp: RmsNorm,
+    /// Gemma: the norm after the MLP.
+    after_mlp: Option<RmsNorm>,
+    gate_proj: Dense,
+    up_proj: Dense,
+    down_proj: Dense,
+    gate: Gate,
+    rope: usize,
+}
+
+impl DecoderLayer {
+    fn load(vb: &WeightPath, spec: &Spec, index: usize) -> Result<Self> {
+        let (h, inner) = (spec.hidden_size, spec.intermediate_size);
+        let mlp = vb.pp("mlp");
+        let bias = spec.biases.mlp;
+        let (gate_proj, up_proj) = match spec.fused {
+            true => {
+                let both = linear(&mlp.pp("gate_up_proj"), h, 2 * inner, bias)?;
+                (both.rows(0, inner)?, both.rows(inner, inner)?)
+            }
+            false => (
+                linear(&mlp.pp("gate_proj"), h, inner, bias)?,
+                linear(&mlp.pp("up_proj"), h, inner, bias)?,
+            ),
+        };
+        let (after_attention, before_mlp, after_mlp) = match spec.sandwich {
+            true => (
+                Some(norm(&vb.pp("post_attention_layernorm"), h, spec)?),
+                norm(&vb.pp("pre_feedforward_layernorm"), h, spec)?,
+                Some(norm(&vb.pp("post_feedforward_layernorm"), h, spec)?),
+            ),
+            false => (None, norm(&vb.pp("post_attention_layernorm"), h, spec)?, None),
+        };
+        Ok(Self {
+            input_layernorm: norm(&vb.pp("input_layernorm"), h, spec)?,
+            attn: Attention::load(&vb.pp("self_attn"), spec, index)?,
+            after_attention,
+            before_mlp,
+            after_mlp,
+            gate_proj,
+            up_proj,
+            down_proj: linear(&mlp.pp("down_proj"), inner, h, bias)?,
+            gate: spec.gate,
+            rope: spec.layers[index].rope,
+        })
+    }
+
+    /// `x`: `[b, q, hidden]` at positions `seen..seen + q`, whose rotary tables (one per
+    /// table of the spec) are `tables` → (`[b, q, hidden]`, the layer's trace).
+    fn forward(
+        &self,
+        x: &Tensor,
+        kv: &mut Option<(Tensor, Tensor)>,
+        (seen, tables): (usize, &[(Tensor, Tensor)]),
+        keep: Keep,
+        value_mask: Option<&Tensor>,
+    ) -> Result<(Tensor, LayerTrace)> {
+        let normed = self.input_layernorm.forward(x)?;
+        let step = Step {
+            seen,
+            window: self.attn.window,
+            scale: self.attn.scale,
+            softcap: self.attn.softcap,
+            keep,
+            value_mask,
+        };
+        let (attended, step) = self.attn.forward(&normed, kv, step, &tables[self.rope])?;
+        let (attended, after) = match &self.after_attention {
+            Some(norm) => {
+                let after = match keep.internals {
+                    true => Some(AfterAttention {
+                        weight: norm.weight().clone(),
+                        inverse_rms: norm.rms(&attended)?.recip()?,
+                    }),
+                    false => None,
+                };
+                (norm.forward(&attended)?, after)
+            }
+            None => (attended, None),
+        };
+        let internals = decoder_internals(keep, x, &step.value, &self.attn.o_proj, after)?;
+        let x = (x + attended)?;
+        let normed = self.before_mlp.forward(&x)?;
+        let gate = self.gate_proj.forward(&normed)?;
+        let gate = match self.gate {
+            Gate::Silu => gate.silu()?,
+            Gate::GeluTanh => gate.gelu()?,
+        };
+        let out = self
+            .down_proj
+            .forward(&(gate * self.up_proj.forward(&normed)?)?)?;
+        let out = match &self.after_mlp {
+            Some(norm) => norm.forward(&out)?,
+            None => out,
+        };
+        let trace = LayerTrace {
+            probs: step.probs,
+            probe: step.probe,
+            internals,
+        };
+        Ok(((x + out)?, trace))
+    }
+}
+
+/// `self_attn.*`: q/k/v/o projections (or Phi-3's fused qkv); keys and values have
+/// `kv_heads` heads.
+struct Attention {
+    q_proj: Dense,
+    k_proj: Dense,
+    v_proj: Dense,
+    o_proj: Dense,
+    /// Qwen3 and Gemma 3's norms over each head's queries and keys.
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
+    heads: usize,
+    kv_heads: usize,
+    head_size: usize,
+    window: Option<usize>,
+    scale: f64,
+    softcap: Option<f64>,
+}
+
+impl Attention {
+    fn load(vb: &WeightPath, spec: &Spec, index: usize) -> Result<Self> {
+        let (h, d) = (spec.hidden_size, spec.head_size);
+        let (heads, kv_heads) = (spec.heads, spec.kv_heads);
+        let bias = spec.biases.qkv;
+        let (q_proj, k_proj, v_proj) = match spec.fused {
+            true => {
+                let all = linear(&vb.pp("qkv_proj"), h, (heads + 2 * kv_heads) * d, bias)?;
+                let (q, kv) = (heads * d, kv_heads * d);
+                (all.rows(0, q)?, all.rows(q, kv)?, all.rows(q + kv, kv)?)
+            }
+            false => (
+                linear(&vb.pp("q_proj"), h, heads * d, bias)?,
+                linear(&vb.pp("k_proj"), h, kv_heads * d, bias)?,
+                linear(&vb.pp("v_proj"), h, kv_heads * d, bias)?,
+            ),
+        };
+        let qk_norm = match spec.qk_norm {
+            true => Some((
+                norm(&vb.pp("q_norm"), d, spec)?,
+                norm(&vb.pp("k_norm"), d, spec)?,
+            )),
+            false => None,
+        };
+        Ok(Self {
+            q_proj,
+            k_proj,
+            v_proj,
+            o_proj: linear(&vb.pp("o_proj"), heads * d, h, spec.biases.output)?,
+            qk_norm,
+            heads,
+            kv_heads,
+            head_size: d,
+            window: spec.layers[index].window,
+            scale: spec.query_scale,
+            softcap: spec.attention_softcap,
+        })
+    }
+
+    /// `x`: `[b, q, hidden]` (normed) at the step's positions → (the projected output, what
+    /// the attention step yields, its values expanded to the query heads).
+    fn forward(
+        &self,
+        x: &Tensor,
+        kv: &mut Option<(Tensor, Tensor)>,
+        step: Step,
+        (cos, sin): &(Tensor, Tensor),
+    ) -> Result<(Tensor, Attended)> {
+        let (batch, q, _) = x.dims3()?;
+        let split = |t: Tensor, heads: usize| -> Result<Tensor> {
+            Ok(t.reshape((batch, q, heads, self.head_size))?
+                .transpose(1, 2)?
+                .contiguous()?)
+        };
+        let mut query = split(self.q_proj.forward(x)?, self.heads)?;
+        let mut key = split(self.k_proj.forward(x)?, self.kv_heads)?;
+        if let Some((q_norm, k_norm)) = &self.qk_norm {
+            query = q_norm.forward(&query)?;
+            key = k_norm.forward(&key)?;
+        }
+        let query = Rotary::apply(&query, cos, sin)?;
+        let key = Rotary::apply(&key, cos, sin)?;
+        let value = split(self.v_proj.forward(x)?, self.kv_heads)?;
+        let attended = cached_attention(&query, (key, value), kv, step, |t| self.expand(t))?;
+        Ok((self.o_proj.forward(&attended.context)?, attended))
+    }
+
+    /// `[b, kv_heads, n, d]` → `[b, heads, n, d]`: query head h reads key/value head
+    /// h / (heads / kv_heads), as transformers' `repeat_kv`.
+    fn expand(&self, x: &Tensor) -> Result<Tensor> {
+        let group = self.heads / self.kv_heads;
+        if group == 1 {
+            return Ok(x.clone());
+        }
+        let (b, kv, n, d) = x.dims4()?;
+        Ok(x.unsqueeze(2)?
+            .broadcast_as((b, kv, group, n, d))?
+            .contiguous()?
+            .reshape((b, kv * group, n, d))?)
+    }
+}
+
+/// `weight` `[out, in]`, with `bias` `[out]` when the config says so.
+fn linear(vb: &WeightPath, input: usize, output: usize, bias: bool) -> Result<Dense> {
+    let b = match bias {
+        true => Some(vb.get("bias", &[output])?),
+        false => None,
+    };
+    Ok(Dense::new(vb.get("weight", &[output, input])?, b))
+}
