@@ -73,6 +73,7 @@ fn the_command_line_runs_every_family_with_every_option() {
         ("tiny-qwen2", "qwen2"),
         ("tiny-mistral", "mistral"),
         ("tiny-qwen3", "qwen3"),
+        ("tiny-gemma", "gemma"),
         ("tiny-gemma2", "gemma2"),
         ("tiny-gemma3", "gemma3_text"),
         ("tiny-gemma3-mm", "gemma3_text"),
@@ -205,7 +206,7 @@ fn configs_in_transformers_4_spelling_read_the_same() {
             object.insert(key.clone(), value.clone());
         }
     };
-    let cases: [(&str, serde_json::Value); 4] = [
+    let cases: [(&str, serde_json::Value); 5] = [
         (
             "tiny-gemma3",
             serde_json::json!({"rope_theta": 1e6, "rope_local_base_freq": 1e4,
@@ -219,6 +220,11 @@ fn configs_in_transformers_4_spelling_read_the_same() {
                     "long_factor": [2.0, 5.0]}}),
         ),
         ("tiny-gemma2", serde_json::json!({"rope_theta": 1e4})),
+        // Gemma's first releases say "gelu" and mean the tanh GELU.
+        (
+            "tiny-gemma",
+            serde_json::json!({"rope_theta": 1e4, "hidden_act": "gelu"}),
+        ),
         (
             "tiny-qwen3",
             serde_json::json!({"rope_theta": 1e6, "rope_scaling": null}),

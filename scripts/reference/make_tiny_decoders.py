@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Make models/tiny-{qwen3,gemma2,gemma3,gemma3-mm,phi3}/: tiny random decoders of the families
+"""Make models/tiny-{qwen3,gemma,gemma2,gemma3,gemma3-mm,phi3}/: tiny random decoders of the families
 of issue 62, each with what sets its family apart made to matter on the test prompts.
 
 Deterministic (fixed seed), each well under 1 MB, eager attention, float32, with
@@ -8,6 +8,8 @@ models/tiny-gpt2's byte-level BPE tokenizer.json (as make_tiny_llamas.py):
   tiny-qwen3    Qwen3ForCausalLM: per-head q/k RMSNorm, head_dim 12 (hidden 32 / 4 heads is 8),
                 4 query heads over 2 key/value heads, Qwen's own sliding window 3 on the layers
                 from max_window_layers 1 on, untied lm_head
+  tiny-gemma    GemmaForCausalLM: (1 + w) RMSNorms, embeddings x sqrt(32), tanh-GELU GeGLU
+                (its config says "gelu", as Gemma's first releases do), head_dim 12, multi-query
   tiny-gemma2   Gemma2ForCausalLM: (1 + w) RMSNorms before and after attention and the MLP,
                 embeddings x sqrt(32), tanh-GELU GeGLU, head_dim 12, query_pre_attn_scalar 20,
                 attention soft cap 1.5 and final soft cap 2.5 (both change greedy tokens),
@@ -54,13 +56,15 @@ def gemma3_text(vocab, eos):
 
 
 def models(vocab, eos):
-    from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3Config,
+    from transformers import (GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2ForCausalLM, Gemma3Config,
                               Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3Config,
                               Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM, SiglipVisionConfig)
     qwen3 = Qwen3Config(**common(vocab, eos), num_key_value_heads=2, head_dim=12,
                         tie_word_embeddings=False, use_sliding_window=True, sliding_window=3,
                         max_window_layers=1,
                         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+    gemma = GemmaConfig(**common(vocab, eos), num_key_value_heads=1, head_dim=12,
+                        hidden_act="gelu")
     gemma2 = Gemma2Config(**common(vocab, eos), num_key_value_heads=2, head_dim=12,
                           query_pre_attn_scalar=20, attn_logit_softcapping=1.5,
                           final_logit_softcapping=2.5, sliding_window=3)
@@ -76,6 +80,7 @@ def models(vocab, eos):
                                        "partial_rotary_factor": 0.5,
                                        "short_factor": [1.0, 1.5], "long_factor": [2.0, 5.0]})
     return [("tiny-qwen3", Qwen3ForCausalLM, qwen3, {}),
+            ("tiny-gemma", GemmaForCausalLM, gemma, {"gemma": True}),
             ("tiny-gemma2", Gemma2ForCausalLM, gemma2, {"gemma": True}),
             ("tiny-gemma3", Gemma3ForCausalLM, gemma3_text(vocab, eos), {"gemma": True}),
             ("tiny-gemma3-mm", Gemma3ForConditionalGeneration, multimodal, {"gemma": True}),
