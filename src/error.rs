@@ -73,7 +73,7 @@ pub enum Error {
     #[error("layer {layer} is out of range: the model has layers 1 to {layers}")]
     LayerOutOfRange { layer: usize, layers: usize },
 
-    #[error("{path} describes a causal language model (GPT-2, Llama, ...), not an encoder; load it as a causal model (the command line and Python's Explainer choose by config.json's model_type)")]
+    #[error("{path} describes a causal language model (GPT-2, Llama, Qwen, Gemma, ...), not an encoder; load it as a causal model (the command line and Python's Explainer choose by config.json's model_type)")]
     CausalModelInBertMode { path: PathBuf },
 
     #[error("cannot read the weights in {path}: {message}; the file may be truncated or corrupt, so download it again")]
@@ -175,16 +175,20 @@ pub enum Error {
         max: usize,
     },
 
-    #[error("{path} describes a {found:?} model, but generation needs a causal language model (model_type \"gpt2\", \"llama\", \"qwen2\" or \"mistral\"); pick one of those")]
-    NotCausal { path: PathBuf, found: String },
+    #[error("{path} describes a {found:?} model, but generation needs a causal language model (model_type one of {supported}); pick one of those")]
+    NotCausal {
+        path: PathBuf,
+        found: String,
+        supported: String,
+    },
 
-    #[error("{option} applies to causal language models (GPT-2, Llama, Qwen2, Mistral), but {model} is a BERT model; leave {option} out, or pass a causal checkpoint with --model")]
+    #[error("{option} applies to causal language models (GPT-2, Llama, Qwen, Mistral, Gemma, Phi-3), but {model} is an encoder (a masked LM, a classifier or a bare encoder); leave {option} out, or pass a causal checkpoint with --model")]
     CausalOptionForBert { option: String, model: String },
 
-    #[error("{option} applies to BERT models, but {model} is a causal language model (the text is a prompt to continue); leave {option} out")]
+    #[error("{option} applies to encoders (BERT, RoBERTa and the other masked LMs and classifiers), but {model} is a causal language model (the text is a prompt to continue); leave {option} out")]
     BertOptionForCausal { option: String, model: String },
 
-    #[error("cannot read {path} as a causal LM config (GPT-2, Llama, Qwen2 or Mistral): {message}; check that it is a valid config.json of that family")]
+    #[error("cannot read {path} as a causal LM config: {message}; check that it is a valid config.json of its family")]
     CausalConfig { path: PathBuf, message: String },
 
     #[error("{what} is not finite (NaN or infinite); the checkpoint's weights hold NaN or values that overflow: check or download the checkpoint again")]

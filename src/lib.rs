@@ -15,7 +15,8 @@
 //!
 //! [`checkpoint`] finds config, tokenizer and weights (a local folder or the Hub);
 //! [`tokens`] encodes the text exactly as given; [`model`] runs any supported family (BERT,
-//! RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA; GPT-2, Llama, Qwen2, Mistral) with its head
+//! RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA; GPT-2, Llama, Qwen2 and 3, Mistral, Gemma 1–3,
+//! Phi-3) with its head
 //! and keeps each layer's attention (and, on request, its internals); [`attention`] fuses
 //! heads and adds the residual; [`relevance`] computes raw attention, rollout and flow;
 //! [`methods`] the other mixing matrices of SPEC §8 and their maps; [`report`] renders the

@@ -197,13 +197,13 @@ fn bad_input_gets_clear_errors() {
     fails(
         &["--model", m, "--target", "2", PROMPT],
         2,
-        &["--target applies to BERT models"],
+        &["--target applies to encoders"],
     );
     let bert = repo().join("models/tiny-bert-modern").display().to_string();
     fails(
         &["--model", &bert, "--generate", "3", "a [MASK] b"],
         2,
-        &["--generate applies to causal language models"],
+        &["--generate applies to causal language models", "is an encoder"],
     );
 }
 
@@ -385,7 +385,7 @@ fn batch_mode_equals_the_single_prompt_command_line_by_line() {
     fails(
         &["--model", &model, "--input", &input, "--target", "2"],
         2,
-        &["--target applies to BERT models"],
+        &["--target applies to encoders"],
     );
     fails(
         &["--model", &model, "--input", &input, "--json"],

@@ -177,7 +177,14 @@ fn report_of(model: &std::path::Path, prompt: &str) -> serde_json::Value {
     let output = bin()
         .arg("--model")
         .arg(model)
-        .args(["--json", "--generate", "6", "--correction", "--flow", prompt])
+        .args([
+            "--json",
+            "--generate",
+            "6",
+            "--correction",
+            "--flow",
+            prompt,
+        ])
         .output()
         .unwrap();
     assert!(

@@ -8,7 +8,7 @@ use bert_explain::{Error, ExplainOptions, ModelSource};
 /// Options for causal language models; a causal `--model` selects this mode.
 #[derive(clap::Args, Debug, Clone, Default)]
 #[command(
-    next_help_heading = "Causal language models (GPT-2, Llama, Qwen2, Mistral: the text is the prompt)"
+    next_help_heading = "Causal language models (GPT-2, Llama, Qwen, Mistral, Gemma, Phi-3: the text is the prompt)"
 )]
 pub struct CausalArgs {
     /// How many tokens to generate after the prompt [default: 10]. Generation stops early at

@@ -1,5 +1,6 @@
 //! Generation as a task: the text is a prompt, the targets are the tokens a causal language
-//! model (GPT-2, Llama, Qwen2, Mistral: any family behind [`CausalLm`]) generates from it,
+//! model (GPT-2, Llama, Qwen, Mistral, Gemma, Phi-3: any family behind [`CausalLm`]) generates
+//! from it,
 //! and each is explained by the maps of the prompt tokens it came from (issue 6).
 //!
 //! ```text

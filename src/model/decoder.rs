@@ -239,7 +239,11 @@ impl DecoderLayer {
                 norm(&vb.pp("pre_feedforward_layernorm"), h, spec)?,
                 Some(norm(&vb.pp("post_feedforward_layernorm"), h, spec)?),
             ),
-            false => (None, norm(&vb.pp("post_attention_layernorm"), h, spec)?, None),
+            false => (
+                None,
+                norm(&vb.pp("post_attention_layernorm"), h, spec)?,
+                None,
+            ),
         };
         Ok(Self {
             input_layernorm: norm(&vb.pp("input_layernorm"), h, spec)?,

@@ -83,7 +83,10 @@ impl Read {
         let bad = |message: String| config_error(path, message);
         let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| bad(e.to_string()))?;
         let mut json: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        if let Some(inner) = nested.and_then(|key| json.get(key)).filter(|v| v.is_object()) {
+        if let Some(inner) = nested
+            .and_then(|key| json.get(key))
+            .filter(|v| v.is_object())
+        {
             json = inner.clone();
         }
         let config = serde_json::from_value(json.clone()).map_err(|e| bad(e.to_string()))?;
@@ -161,11 +164,9 @@ impl Read {
         let gate = match act {
             "silu" | "swish" => Gate::Silu,
             "gelu_pytorch_tanh" | "gelu_new" | "gelu_fast" => Gate::GeluTanh,
-            other => {
-                return Err(self.error(format!(
-                    "hidden_act {other:?} is not supported (only \"silu\" and \"gelu_pytorch_tanh\")"
-                )))
-            }
+            other => return Err(self.error(format!(
+                "hidden_act {other:?} is not supported (only \"silu\" and \"gelu_pytorch_tanh\")"
+            ))),
         };
         for cap in [c.attn_logit_softcapping, c.final_logit_softcapping]
             .into_iter()

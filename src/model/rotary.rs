@@ -99,9 +99,7 @@ pub fn rope_of(
         .and_then(Value::as_f64)
         .unwrap_or(1.0);
     if !(partial > 0.0 && partial <= 1.0) {
-        return Err(format!(
-            "partial_rotary_factor {partial} is not in (0, 1]"
-        ));
+        return Err(format!("partial_rotary_factor {partial} is not in (0, 1]"));
     }
     let scaling = params
         .or_else(|| config.get("rope_scaling").filter(|v| v.is_object()))
@@ -151,12 +149,19 @@ pub fn rope_of(
 fn long_rope(config: &Value, params: &Value) -> std::result::Result<RopeScaling, String> {
     let factors = |key: &str| -> std::result::Result<Vec<f64>, String> {
         let list = params.get(key).and_then(Value::as_array);
-        let values: Option<Vec<f64>> = list.map(|l| l.iter().map(Value::as_f64).collect()).flatten();
+        let values: Option<Vec<f64>> = list
+            .map(|l| l.iter().map(Value::as_f64).collect())
+            .flatten();
         values
             .filter(|v| !v.is_empty() && v.iter().all(|x| *x > 0.0 && x.is_finite()))
-            .ok_or_else(|| format!("rope scaling \"longrope\" needs {key}, a list of positive numbers"))
+            .ok_or_else(|| {
+                format!("rope scaling \"longrope\" needs {key}, a list of positive numbers")
+            })
     };
-    let positive = |v: Option<&Value>| v.and_then(Value::as_f64).filter(|x| *x > 0.0 && x.is_finite());
+    let positive = |v: Option<&Value>| {
+        v.and_then(Value::as_f64)
+            .filter(|x| *x > 0.0 && x.is_finite())
+    };
     let context = positive(config.get("max_position_embeddings"));
     let original = positive(config.get("original_max_position_embeddings"))
         .or_else(|| positive(params.get("original_max_position_embeddings")))
@@ -213,13 +218,11 @@ impl Rotary {
                 long,
                 original,
                 attention_factor,
-            } => {
-                Self {
-                    inv_freq: frequencies(Some(short))?,
-                    long: Some((frequencies(Some(long))?, *original)),
-                    attention_factor: *attention_factor,
-                }
-            }
+            } => Self {
+                inv_freq: frequencies(Some(short))?,
+                long: Some((frequencies(Some(long))?, *original)),
+                attention_factor: *attention_factor,
+            },
             _ => Self {
                 inv_freq: frequencies(None)?,
                 long: None,
@@ -313,7 +316,10 @@ mod tests {
         let v4 = serde_json::json!({"rope_theta": 1e6, "rope_scaling": null,
             "partial_rotary_factor": 0.5});
         let v4 = rope(&v4).unwrap();
-        assert_eq!((v4.theta, v4.scaling, v4.partial), (1e6, RopeScaling::None, 0.5));
+        assert_eq!(
+            (v4.theta, v4.scaling, v4.partial),
+            (1e6, RopeScaling::None, 0.5)
+        );
         let yarn = serde_json::json!({"rope_scaling": {"type": "yarn", "factor": 4.0}});
         assert!(rope(&yarn).unwrap_err().contains("yarn"));
     }

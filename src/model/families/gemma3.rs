@@ -87,7 +87,11 @@ fn ropes(read: &Read) -> Result<Vec<Rope>> {
         ),
         (full, sliding) => (
             rope_of(&read.json, Some(full.unwrap_or(&Value::Null)), 1_000_000.0),
-            rope_of(&read.json, Some(sliding.unwrap_or(&Value::Null)), local_theta),
+            rope_of(
+                &read.json,
+                Some(sliding.unwrap_or(&Value::Null)),
+                local_theta,
+            ),
         ),
     };
     let global = global.map_err(|m| read.error(m))?;

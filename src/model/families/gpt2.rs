@@ -84,6 +84,7 @@ impl Gpt2Config {
             return Err(Error::NotCausal {
                 path: path.to_path_buf(),
                 found: found.to_string(),
+                supported: super::causal_model_types(),
             });
         }
         let config: Self = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;

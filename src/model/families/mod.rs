@@ -75,6 +75,12 @@ pub fn is_causal(source: &ModelSource) -> bool {
         .is_some_and(|t| is_causal_model_type(&t))
 }
 
+/// Every causal `model_type`, for messages.
+pub fn causal_model_types() -> String {
+    let causal = DECODERS.iter().flat_map(|d| d.model_types).copied();
+    causal.collect::<Vec<_>>().join(", ")
+}
+
 /// Every supported `model_type`, for messages.
 pub fn supported_model_types() -> String {
     let encoders = FAMILIES.iter().flat_map(|f| f.model_types).copied();
@@ -113,6 +119,7 @@ pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>
         None => Err(Error::NotCausal {
             path: config.to_path_buf(),
             found,
+            supported: causal_model_types(),
         }),
     }
 }
