@@ -1,8 +1,10 @@
 //! `--mixing` in causal mode (issue 15): every method of SPEC §8 (attention, norm, ALTI, value
 //! zeroing, grad-attention) for each generated token, layer / rollout / flow sliced to the
 //! prompt, against scripts/reference/causal_methods_reference.py (PyTorch transformers and
-//! networkx) on the tiny GPT-2, Llama (sharded, GQA), Qwen2 (biases, bf16) and Mistral (sliding
-//! window), and on the real IgLM GPT-2 (fetched at test time, never committed).
+//! networkx) on the tiny GPT-2, Llama (sharded, GQA), Qwen2 (biases, bf16), Mistral (sliding
+//! window), Qwen3 (q/k norms), Gemma 2 and 3 (a norm after attention, which norm and ALTI take
+//! into each part; soft caps), Phi-3 (fused projections, partial rotary, LongRoPE's short and
+//! long factors), and on the real IgLM GPT-2 (fetched at test time, never committed).
 
 mod common;
 

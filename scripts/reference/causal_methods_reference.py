@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Independent Python reference for SPEC §8 (mixing matrices × aggregations) on causal decoders.
 
-Pre-norm decoders only: GPT-2 (ln_1 / c_attn / c_proj), Llama, Qwen2, Mistral (input_layernorm /
-v_proj / o_proj). Never calls or reads the Rust code. Generation and tokenisation are those of
+Pre-norm decoders only: GPT-2 (ln_1 / c_attn / c_proj), Llama, Qwen2, Mistral, Qwen3, Gemma 2 and 3
+(input_layernorm / v_proj / o_proj), Phi-3 (the value part of qkv_proj). Never calls or reads the Rust code. Generation and tokenisation are those of
 causal_llm_reference.py (greedy, float32, eager attention, stopping at EOS; tokenizer.json alone,
 IgLM's prompt from its vocab.txt), whose `load`, `generate` and `iglm_ids` it imports.
 
@@ -22,12 +22,18 @@ output_attentions), with hooks:
          Qwen2 v_proj); f^h(x̂_j) = v_j^{(kv head of h)} · W_O^h, W_O^h = head h's slice of the
          attention output projection (its input dims h·d_head .. (h+1)·d_head)
   b_O    the output projection's bias (GPT-2 c_proj; Llama/Qwen2/Mistral o_proj have none → 0)
+  ρ_i    Gemma 2 and 3 only (a norm after the attention block, before the residual):
+         γ ⊙ / sqrt(mean(o_i²) + eps), with o_i the output projection's output at i (hooked) and
+         γ = 1 + that norm's weight; every part of row i's attention output is multiplied by it
+         (elementwise γ, then the scalar): f^h is taken as γ ⊙ f^h and A^h_ij as A^h_ij / rms_i.
+         Elsewhere ρ_i = 1.
 
 Everything below is float64 (from the float32 tensors and weights):
 
   attention       M[i][j] = mean_h A^h_ij                                   (rows as they are)
-  norm            M[i][j] = ‖Σ_h A^h_ij f^h(x̂_j)‖₂
-  alti            z_ij = Σ_h A^h_ij f^h(x̂_j) + [i=j](X_j + b_O)   (X un-normalised);
+  norm            M[i][j] = ‖ρ_i(Σ_h A^h_ij f^h(x̂_j))‖₂
+  alti            z_ij = ρ_i(Σ_h A^h_ij f^h(x̂_j)) + [i=j](X_j + b_O)   (X un-normalised;
+                  b_O = 0 wherever ρ is not 1);
                   y_i = Σ_j z_ij;  M[i][j] = max(0, ‖y_i‖₁ − ‖y_i − z_ij‖₁)
                   (no norm after the attention block in a pre-norm decoder: no γ/σ step)
   value-zeroing   the decoder layer re-run in float64: a float64 deep copy of the layer module,
@@ -76,7 +82,8 @@ Fixture: {"prompt_ids", "generated_ids", "generated_tokens", "layers", "heads", 
 
 Self-checks (assertions): attention layer/rollout/flow equal causal_llm_reference.py's raw/rollout/
 flow for the same case to 1e-12; the hooked X/A equal causal_llm_reference's attention; norm:
-Σ_j Σ_h A^h_ij f^h(x̂_j) + b_O equals the output projection's output at i to 1e-4; alti: y_i equals
+Σ_j Σ_h A^h_ij f^h(x̂_j) + b_O equals the output projection's output at i to 1e-4 (with ρ: the
+norm after attention's output); alti: y_i equals
 the residual stream after the attention block (the input of the second norm) to 1e-4;
 value-zeroing: the unchanged float64 layer reproduces the float32 layer output (1e-4) and the
 float32 attention probabilities (1e-5), and for every layer and j, zeroing v_j changes the output
@@ -138,16 +145,30 @@ class Parts:
             self.kv_heads = cfg.n_head
             self.head_dim = cfg.n_embd // cfg.n_head
             self.window = None
+            self.after = None
+            self.cols = slice(2 * cfg.n_embd, 3 * cfg.n_embd)
+            self.layer_type = None
         else:
             self.layer = model.model.layers[l]
             self.norm1 = self.layer.input_layernorm
-            self.norm2 = self.layer.post_attention_layernorm
+            # Gemma 2 and 3: a norm after attention, and the MLP's own before it.
+            sandwich = hasattr(self.layer, "pre_feedforward_layernorm")
+            self.after = self.layer.post_attention_layernorm if sandwich else None
+            self.norm2 = (self.layer.pre_feedforward_layernorm if sandwich
+                          else self.layer.post_attention_layernorm)
             self.attn = self.layer.self_attn
-            self.value, self.out = self.attn.v_proj, self.attn.o_proj
             self.heads = cfg.num_attention_heads
             self.kv_heads = cfg.num_key_value_heads
             self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+            fused = hasattr(self.attn, "qkv_proj")  # Phi-3: q, k, v in one projection
+            self.value, self.out = (self.attn.qkv_proj if fused else self.attn.v_proj,
+                                    self.attn.o_proj)
+            q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+            self.cols = slice(q + kv, q + 2 * kv) if fused else slice(None)
             self.window = window_of(cfg, l)
+            # Gemma 3: the layer's rotary table is its layer type's.
+            rot = model.model.rotary_emb
+            self.layer_type = cfg.layer_types[l] if hasattr(rot, "layer_types") else None
 
     def weights(self):
         """W_V (d × KV·dh), b_V, W_O (H·dh × d), b_O in float64."""
@@ -159,9 +180,9 @@ class Parts:
             Wo = self.out.weight.detach().double().numpy()  # E × d
             bo = self.out.bias.detach().double().numpy()
         else:
-            Wv = self.value.weight.detach().double().numpy().T  # nn.Linear: out × in
-            bv = (self.value.bias.detach().double().numpy() if self.value.bias is not None
-                  else np.zeros(Wv.shape[1]))
+            Wv = self.value.weight.detach().double().numpy()[self.cols].T  # nn.Linear: out × in
+            bv = (self.value.bias.detach().double().numpy()[self.cols]
+                  if self.value.bias is not None else np.zeros(Wv.shape[1]))
             Wo = self.out.weight.detach().double().numpy().T
             bo = (self.out.bias.detach().double().numpy() if self.out.bias is not None
                   else np.zeros(Wo.shape[1]))
@@ -219,11 +240,16 @@ def capture(model, ids):
         def pre_norm2(module, args, l=l):
             got[l]["mid"] = args[0][0].detach().clone()
 
+        def post_after(module, args, output, l=l):
+            got[l]["after"] = output[0].detach().clone()
+
         handles += [p.layer.register_forward_pre_hook(pre_layer, with_kwargs=True),
                     p.layer.register_forward_hook(post_layer, with_kwargs=True),
                     p.norm1.register_forward_hook(post_norm1),
                     p.out.register_forward_hook(post_out),
                     p.norm2.register_forward_pre_hook(pre_norm2)]
+        if p.after is not None:
+            handles.append(p.after.register_forward_hook(post_after))
     try:
         with torch.no_grad():
             res = model(torch.tensor([ids]), output_attentions=True)
@@ -249,9 +275,15 @@ def head_values(p, xhat):
     return f, bo
 
 
-def contributions(A, f):
-    """Σ_h A^h_ij f^h(x̂_j): N × N × d."""
-    return np.einsum("hij,hjd->ijd", A, f)
+def contributions(A, f, p, o):
+    """ρ_i(Σ_h A^h_ij f^h(x̂_j)): N × N × d, with ρ from the norm after attention (Gemma) and
+    the output projection's output o (N × d); the identity without one."""
+    z = np.einsum("hij,hjd->ijd", A, f)
+    if p.after is None:
+        return z
+    gamma = 1.0 + p.after.weight.detach().double().numpy()
+    rms = np.sqrt((o ** 2).mean(axis=-1) + p.after.eps)
+    return z * gamma[None, None, :] / rms[:, None, None]
 
 
 def mixing_attention(A):
@@ -273,15 +305,26 @@ def mixing_alti(zatt, X, bo):
 
 
 class RMSNorm64(torch.nn.Module):
-    """weight · x / sqrt(mean(x²) + eps), entirely in the input's dtype (float64 here)."""
+    """weight · x / sqrt(mean(x²) + eps) ((1 + weight) for Gemma's), entirely in the input's
+    dtype (float64 here)."""
 
     def __init__(self, norm):
         super().__init__()
         self.weight = torch.nn.Parameter(norm.weight.detach().clone().double())
-        self.eps = norm.variance_epsilon
+        self.eps = getattr(norm, "variance_epsilon", None) or norm.eps
+        self.plus_one = type(norm).__name__.startswith("Gemma")
 
     def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        scale = 1.0 + self.weight if self.plus_one else self.weight
+        return scale * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def norms_f64(module):
+    """Every RMSNorm inside `module` (q/k norms and Gemma's four included) → RMSNorm64."""
+    for name, child in list(module.named_modules()):
+        if name and type(child).__name__.endswith("RMSNorm"):
+            parent, _, leaf = name.rpartition(".")
+            setattr(module.get_submodule(parent) if parent else module, leaf, RMSNorm64(child))
 
 
 PROBS64 = []
@@ -295,6 +338,9 @@ def eager_f64(module, query, key, value, attention_mask, scaling=None, dropout=0
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
+    softcap = kwargs.get("softcap")
+    if softcap is not None:  # Gemma 2: before the mask
+        scores = torch.tanh(scores / softcap) * softcap
     if attention_mask is not None:
         scores = scores + attention_mask
     probs = torch.softmax(scores, dim=-1)
@@ -312,17 +358,21 @@ def register_f64_attention():
     AttentionMaskInterface.register(F64_ATTENTION, eager_mask)
 
 
-def rotary64(model, N):
-    """cos, sin (1 × N × dh) in float64 from the model's inv_freq and attention_scaling; checked
-    against the model's own (float32) rotary embedding."""
+def rotary64(model, N, layer_type=None):
+    """cos, sin (1 × N × rotated) in float64 from the model's inv_freq and attention_scaling
+    (Gemma 3: its layer type's), read after the model's own (float32) rotary embedding has run
+    on N positions (LongRoPE picks its factors then), and checked against it."""
     rot = model.model.rotary_emb
-    inv = rot.inv_freq.detach().double()
+    extra = (layer_type,) if layer_type else ()
+    with torch.no_grad():
+        c32, s32 = rot(torch.zeros(1, N, 1), torch.arange(N)[None], *extra)
+    prefix = f"{layer_type}_" if layer_type else ""
+    inv = getattr(rot, f"{prefix}inv_freq").detach().double()
+    scaling = getattr(rot, f"{prefix}attention_scaling")
     pos = torch.arange(N, dtype=torch.float64)
     freqs = pos[:, None] * inv[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)[None]
-    cos, sin = emb.cos() * rot.attention_scaling, emb.sin() * rot.attention_scaling
-    with torch.no_grad():
-        c32, s32 = rot(torch.zeros(1, N, 1), torch.arange(N)[None])
+    cos, sin = emb.cos() * scaling, emb.sin() * scaling
     assert (cos - c32.double()).abs().max() < 1e-5 and (sin - s32.double()).abs().max() < 1e-5
     return cos, sin
 
@@ -332,22 +382,20 @@ def mixing_value_zeroing(model, p, got, A32, l):
     X = got["X"].double()
     N = X.shape[0]
     layer = copy.deepcopy(p.layer).double().eval()
+    cols = p.cols
     if p.gpt2:
         attn, value = layer.attn, layer.attn.c_attn
-        E = p.heads * p.head_dim
-        cols = slice(2 * E, 3 * E)
     else:
-        layer.input_layernorm = RMSNorm64(p.norm1)
-        layer.post_attention_layernorm = RMSNorm64(p.norm2)
-        attn, value = layer.self_attn, layer.self_attn.v_proj
-        cols = slice(None)
+        norms_f64(layer)
+        attn = layer.self_attn
+        value = attn.qkv_proj if hasattr(attn, "qkv_proj") else attn.v_proj
     attn.config._attn_implementation = F64_ATTENTION
     assert model.config._attn_implementation == "eager"  # the copy's config is its own
     ok = allowed(N, p.window)
     mask = torch.where(torch.from_numpy(ok), 0.0, -math.inf).double()[None, None]
     kwargs = {"attention_mask": mask}
     if not p.gpt2:
-        kwargs["position_embeddings"] = rotary64(model, N)
+        kwargs["position_embeddings"] = rotary64(model, N, p.layer_type)
         kwargs["position_ids"] = torch.arange(N)[None]
 
     def run():
@@ -398,12 +446,12 @@ def model_f64(model, N):
     m64 = copy.deepcopy(model).double().eval()
     m64.config._attn_implementation = F64_ATTENTION
     if m64.config.model_type != "gpt2":
-        for layer in m64.model.layers:
-            layer.input_layernorm = RMSNorm64(layer.input_layernorm)
-            layer.post_attention_layernorm = RMSNorm64(layer.post_attention_layernorm)
-        m64.model.norm = RMSNorm64(m64.model.norm)
-        tables = rotary64(model, N)
-        m64.model.rotary_emb.forward = lambda x, position_ids, **kw: tables
+        norms_f64(m64)
+        rot = model.model.rotary_emb
+        types = sorted(set(rot.layer_types)) if hasattr(rot, "layer_types") else [None]
+        tables = {t: rotary64(model, N, t) for t in types}
+        m64.model.rotary_emb.forward = lambda x, position_ids, layer_type=None, **kw: \
+            tables[layer_type]
     return m64
 
 
@@ -507,9 +555,14 @@ def explain(folder, prompt, n, iglm=None):
         X = got[l]["X"].double().numpy()
         xhat = got[l]["xhat"].double().numpy()
         f, bo = head_values(p, xhat)
-        zatt = contributions(A[l], f)
-        # norm: the contribution vectors sum (with b_O) to the attention block's output
-        d = np.abs(zatt.sum(axis=1) + bo - got[l]["attn_out"].double().numpy()).max()
+        o = got[l]["attn_out"].double().numpy()
+        zatt = contributions(A[l], f, p, o)
+        # norm: the contribution vectors sum (with b_O) to the attention block's output (with a
+        # norm after it, to that norm's output, b_O being 0 there)
+        if p.after is not None:
+            assert not bo.any(), "a norm after attention with an output bias"
+        block = o if p.after is None else got[l]["after"].double().numpy()
+        d = np.abs(zatt.sum(axis=1) + bo - block).max()
         assert d < 1e-4, ("norm: Σ_j contributions vs attention output", l, d)
         checks["norm"] = max(checks["norm"], float(d))
         mixes["attention"].append(mixing_attention(A[l]))
