@@ -203,7 +203,10 @@ fn bad_input_gets_clear_errors() {
     fails(
         &["--model", &bert, "--generate", "3", "a [MASK] b"],
         2,
-        &["--generate applies to causal language models", "is an encoder"],
+        &[
+            "--generate applies to causal language models",
+            "is an encoder",
+        ],
     );
 }
 

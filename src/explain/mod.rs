@@ -125,7 +125,7 @@ impl Explainer {
         let files = CheckpointFiles::locate(source)?;
         let (family, config) = load_encoder_config(&files.config)?;
         let weights = Weights::load(&files.weights, device, family.base)?;
-        let model = Model::load(&weights, family, &config)?;
+        let model = Model::load(&weights, family, &config, &files.config)?;
         let tokenizer = match &files.tokenizer {
             TokenizerFiles::Json(path) | TokenizerFiles::WordPieces(path) => {
                 let casing = source.optional_file("tokenizer_config.json");
@@ -452,8 +452,8 @@ impl Explainer {
         Ok(encoding)
     }
 
-    /// The explained position: the given one; the first token where the head reads there (a
-    /// classifier); else the mask.
+    /// The explained position: the given one; the first or last token where the head reads
+    /// there (a classifier); else the mask.
     fn target(&self, encoding: &Encoding, task: Task, given: Option<usize>) -> Result<usize> {
         let mask = self.tokenizer.mask_id();
         // A classifier decides from the whole text: a mask token in it is just a token.
@@ -462,6 +462,7 @@ impl Explainer {
         match (found, task.reads) {
             (Some(target), _) => Ok(target),
             (None, Reads::First) => Ok(0),
+            (None, Reads::Last) => encoding.ids.len().checked_sub(1).ok_or(Error::EmptyText),
             (None, _) => {
                 let tokens = listing(&encoding.tokens);
                 Err(match mask {

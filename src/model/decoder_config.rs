@@ -164,9 +164,11 @@ impl Read {
         let gate = match act {
             "silu" | "swish" => Gate::Silu,
             "gelu_pytorch_tanh" | "gelu_new" | "gelu_fast" => Gate::GeluTanh,
-            other => return Err(self.error(format!(
+            other => {
+                return Err(self.error(format!(
                 "hidden_act {other:?} is not supported (only \"silu\" and \"gelu_pytorch_tanh\")"
-            ))),
+            )))
+            }
         };
         for cap in [c.attn_logit_softcapping, c.final_logit_softcapping]
             .into_iter()

@@ -4,7 +4,23 @@
 //! adding one is one file in `families/` and one line in `FAMILIES` (families/mod.rs). A
 //! decoder family brings its own body (`causal::Decoder`), one file and one line in `DECODERS`.
 
+use std::path::Path;
+
+use super::body::Body;
 use super::config::{Activation, EncoderConfig};
+use crate::checkpoint::Weights;
+use crate::error::Result;
+
+/// Which body a family's checkpoints have.
+#[derive(Clone, Copy)]
+pub enum BodyKind {
+    /// BERT's post-LayerNorm block, with the family's names ([`Family::embeddings`],
+    /// [`Family::layer`]).
+    PostNorm,
+    /// A block of its own, built from the tensors and the config.json at the path; the
+    /// family's embedding and layer names are then unused.
+    Own(fn(&Weights, &Path) -> Result<Box<dyn Body>>),
+}
 
 /// One family of encoder checkpoints. Tensor names are relative to the body, after the
 /// `base` prefix that task checkpoints put before it (`bert.`, `roberta.`, ...).
@@ -15,6 +31,7 @@ pub struct Family {
     pub base: &'static str,
     /// Family defaults that config.json leaves out.
     pub adjust: fn(&mut EncoderConfig),
+    pub body: BodyKind,
     pub embeddings: EmbeddingNames,
     pub layer: LayerNames,
     pub masked_lm: MaskedLmNames,
@@ -60,11 +77,15 @@ pub struct MaskedLmNames {
     pub activation: Option<Activation>,
 }
 
-/// dense on the first token's hidden state, activation, then the output projection.
+/// dense on one token's hidden state, activation, then the output projection.
 pub struct ClassifierNames {
-    pub dense: &'static str,
+    /// `None`: the projection reads the hidden state itself (a decoder's `score`).
+    pub dense: Option<&'static str>,
     pub activation: Activation,
+    /// With a bias where there is a dense layer.
     pub output: &'static str,
+    /// The token read: the first (an encoder's [CLS]) or the last (a decoder's).
+    pub reads: super::Reads,
 }
 
 pub struct DiscriminatorNames {

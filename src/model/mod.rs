@@ -1,9 +1,11 @@
 //! An encoder's forward pass that keeps every layer's attention probabilities (candle's
-//! models discard them, and they are what the explainer needs): one body for every family
-//! (BERT, RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA, told apart by [`Family`]: their
-//! tensor names) and the task head config.json asks for.
+//! models discard them, and they are what the explainer needs): a [`Body`] (BERT's, shared by
+//! RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA, told apart by [`Family`]: their tensor
+//! names; or a family's own, such as a decoder read as a classifier) and the task head
+//! config.json asks for.
 
 pub(crate) mod attention;
+pub mod body;
 pub mod causal;
 pub mod config;
 pub mod decoder;
@@ -16,23 +18,24 @@ mod layer;
 pub(crate) mod norm;
 mod rotary;
 
+use std::path::Path;
+
 use candle_core::{IndexOp, Tensor};
 
 use crate::checkpoint::Weights;
 use crate::error::Result;
+pub use body::Body;
+use body::PostNormBody;
 pub use config::{Activation, EncoderConfig};
-use embeddings::Embeddings;
-pub use family::Family;
+pub use family::{BodyKind, Family};
 use heads::{load_head, Found, Head};
 pub use heads::{Predicts, Reads, Task};
 pub(crate) use layer::activate;
-use layer::Layer;
 
 /// An encoder of any family with its task head, when the checkpoint has one.
 pub struct Model {
     family: &'static Family,
-    embeddings: Embeddings,
-    layers: Vec<Layer>,
+    body: Box<dyn Body>,
     head: Option<Box<dyn Head>>,
 }
 
@@ -94,33 +97,27 @@ impl ModelOutput {
 }
 
 impl Model {
-    /// Builds the model from the checkpoint's tensors, with the first head of
-    /// [`heads::HEADS`] the checkpoint wants (by `architectures`, else by its tensors).
+    /// Builds the model from the checkpoint's tensors (`config_path`: its config.json, which
+    /// a body of the family's own may read), with the first head of [`heads::HEADS`] the
+    /// checkpoint wants (by `architectures`, else by its tensors).
     pub fn load(
         weights: &Weights,
         family: &'static Family,
         config: &EncoderConfig,
+        config_path: &Path,
     ) -> Result<Self> {
         let root = weights.pp("");
-        let embeddings = Embeddings::load(&root, &family.embeddings, config)?;
-        let layers = (0..config.num_hidden_layers)
-            .map(|i| {
-                let layer = root.pp(&(family.layer.prefix)(i));
-                Layer::load(&layer, &family.layer, config)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let body: Box<dyn Body> = match family.body {
+            BodyKind::PostNorm => Box::new(PostNormBody::load(&root, family, config)?),
+            BodyKind::Own(load) => load(weights, config_path)?,
+        };
         let head = load_head(&Found {
             root: &root,
             family,
             config,
-            word_table: embeddings.word_table(),
+            word_table: body.word_table(),
         })?;
-        Ok(Self {
-            family,
-            embeddings,
-            layers,
-            head,
-        })
+        Ok(Self { family, body, head })
     }
 
     pub fn family(&self) -> &'static Family {
@@ -145,9 +142,9 @@ impl Model {
         }
     }
 
-    /// How many tokens the position table holds.
+    /// How many tokens the positions allow.
     pub fn max_tokens(&self) -> usize {
-        self.embeddings.max_tokens()
+        self.body.max_tokens()
     }
 
     /// Layer `layer` (0-based) alone on its input `x` (`[b, n, hidden]`), each position's
@@ -158,30 +155,28 @@ impl Model {
         x: &Tensor,
         value_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
-        Ok(self.layers[layer]
-            .forward(x, Keep::default(), value_mask)?
-            .0)
+        self.body.run_layer(layer, x, value_mask)
     }
 
     /// How many times wider the feed-forward block is than the hidden states.
     pub fn intermediate_factor(&self) -> usize {
-        self.layers.first().map_or(1, Layer::intermediate_factor)
+        self.body.intermediate_factor()
     }
 
     /// The device the weights live on.
     pub fn device(&self) -> &candle_core::Device {
-        self.embeddings.word_table().device()
+        self.body.word_table().device()
     }
 
     /// `input_ids`: `[b, n]` u32 → the word embeddings, `[b, n, width]`, the input that
     /// gradients are taken with respect to.
     pub fn embed_words(&self, input_ids: &Tensor) -> Result<Tensor> {
-        self.embeddings.words(input_ids)
+        self.body.embed_words(input_ids)
     }
 
     /// `input_ids`: `[b, n]` u32, each sequence filling all n positions (no padding);
     /// `types`: `[b, n]` u32 token types (`None`: all 0); `at` < n is where a masked-LM or
-    /// discriminator head looks (a classifier always reads the first token).
+    /// discriminator head looks (a classifier reads its first or last token).
     pub fn forward(
         &self,
         input_ids: &Tensor,
@@ -203,11 +198,10 @@ impl Model {
         self.forward_embedded(&self.embed(words, types)?, at, keep)
     }
 
-    /// The embedding block's output from word embeddings: positions and token types added,
-    /// the LayerNorm, and where the family has one the projection to the hidden size; what
-    /// the first layer reads, `[b, n, hidden]`.
+    /// The embedding block's output from word embeddings: what the first layer reads,
+    /// `[b, n, hidden]`.
     pub fn embed(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor> {
-        self.embeddings.forward(words, types)
+        self.body.embed(words, types)
     }
 
     /// The layers and the head from the embedding block's output ([`Model::embed`]).
@@ -217,18 +211,13 @@ impl Model {
         at: usize,
         keep: Keep,
     ) -> Result<ModelOutput> {
-        let mut hidden = embedded.clone();
-        let mut layers = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            let (next, trace) = layer.forward(&hidden, keep, None)?;
-            hidden = next;
-            layers.push(trace);
-        }
+        let (hidden, layers) = self.body.forward(embedded, keep)?;
         let logits = match &self.head {
             Some(head) => {
                 let read = match head.task().reads {
                     Reads::Target => at,
                     Reads::First => 0,
+                    Reads::Last => hidden.dim(1)? - 1,
                 };
                 Some(head.forward(&hidden.i((.., read, ..))?)?)
             }

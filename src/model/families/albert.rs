@@ -2,14 +2,17 @@
 //! the hidden size) and one layer whose parameters every layer shares.
 
 use crate::model::config::Activation;
+use crate::model::family::BodyKind;
 use crate::model::family::{
     ClassifierNames, EmbeddingNames, Family, LayerNames, MaskedLmNames, BERT_EMBEDDINGS,
 };
+use crate::model::Reads;
 
 pub const FAMILY: Family = Family {
     name: "albert",
     model_types: &["albert"],
     base: "albert",
+    body: BodyKind::PostNorm,
     adjust: |_| {},
     embeddings: EmbeddingNames {
         projection: Some("encoder.embedding_hidden_mapping_in"),
@@ -35,9 +38,10 @@ pub const FAMILY: Family = Family {
         activation: None,
     },
     classifier: ClassifierNames {
-        dense: "pooler",
+        dense: Some("pooler"),
         activation: Activation::Tanh,
         output: "classifier",
+        reads: Reads::First,
     },
     discriminator: None,
 };

@@ -2,12 +2,15 @@
 //! (`LayerNorm.gamma/beta`) are mapped when the weights are read.
 
 use crate::model::config::Activation;
+use crate::model::family::BodyKind;
 use crate::model::family::{ClassifierNames, Family, MaskedLmNames, BERT_EMBEDDINGS, BERT_LAYER};
+use crate::model::Reads;
 
 pub const FAMILY: Family = Family {
     name: "bert",
     model_types: &["bert"],
     base: "bert",
+    body: BodyKind::PostNorm,
     adjust: |_| {},
     embeddings: BERT_EMBEDDINGS,
     layer: BERT_LAYER,
@@ -20,9 +23,10 @@ pub const FAMILY: Family = Family {
     },
     // BertForSequenceClassification: the pooler (tanh) on [CLS], then the classifier.
     classifier: ClassifierNames {
-        dense: "pooler.dense",
+        dense: Some("pooler.dense"),
         activation: Activation::Tanh,
         output: "classifier",
+        reads: Reads::First,
     },
     discriminator: None,
 };

@@ -2,14 +2,17 @@
 //! pre-classifier.
 
 use crate::model::config::Activation;
+use crate::model::family::BodyKind;
 use crate::model::family::{
     ClassifierNames, EmbeddingNames, Family, LayerNames, MaskedLmNames, BERT_EMBEDDINGS,
 };
+use crate::model::Reads;
 
 pub const FAMILY: Family = Family {
     name: "distilbert",
     model_types: &["distilbert"],
     base: "distilbert",
+    body: BodyKind::PostNorm,
     adjust: |config| config.type_vocab_size = 0,
     embeddings: EmbeddingNames {
         token_type: None,
@@ -34,9 +37,10 @@ pub const FAMILY: Family = Family {
         activation: None,
     },
     classifier: ClassifierNames {
-        dense: "pre_classifier",
+        dense: Some("pre_classifier"),
         activation: Activation::Relu,
         output: "classifier",
+        reads: Reads::First,
     },
     discriminator: None,
 };

@@ -2,15 +2,18 @@
 //! embeddings; the discriminator says for each token whether it was replaced.
 
 use crate::model::config::Activation;
+use crate::model::family::BodyKind;
 use crate::model::family::{
     ClassifierNames, DiscriminatorNames, EmbeddingNames, Family, MaskedLmNames, BERT_EMBEDDINGS,
     BERT_LAYER,
 };
+use crate::model::Reads;
 
 pub const FAMILY: Family = Family {
     name: "electra",
     model_types: &["electra"],
     base: "electra",
+    body: BodyKind::PostNorm,
     adjust: |_| {},
     embeddings: EmbeddingNames {
         projection: Some("embeddings_project"),
@@ -26,9 +29,10 @@ pub const FAMILY: Family = Family {
         activation: Some(Activation::Gelu),
     },
     classifier: ClassifierNames {
-        dense: "classifier.dense",
+        dense: Some("classifier.dense"),
         activation: Activation::Gelu,
         output: "classifier.out_proj",
+        reads: Reads::First,
     },
     discriminator: Some(DiscriminatorNames {
         dense: "discriminator_predictions.dense",

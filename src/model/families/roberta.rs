@@ -2,14 +2,17 @@
 //! ids from padding_idx + 1, one token type, `lm_head` and a two-layer classifier on `<s>`.
 
 use crate::model::config::Activation;
+use crate::model::family::BodyKind;
 use crate::model::family::{
     ClassifierNames, EmbeddingNames, Family, MaskedLmNames, BERT_EMBEDDINGS, BERT_LAYER,
 };
+use crate::model::Reads;
 
 pub const FAMILY: Family = Family {
     name: "roberta",
     model_types: &["roberta", "xlm-roberta"],
     base: "roberta",
+    body: BodyKind::PostNorm,
     adjust: |config| {
         config.pad_token_id.get_or_insert(1);
     },
@@ -26,9 +29,10 @@ pub const FAMILY: Family = Family {
         activation: Some(Activation::Gelu),
     },
     classifier: ClassifierNames {
-        dense: "classifier.dense",
+        dense: Some("classifier.dense"),
         activation: Activation::Tanh,
         output: "classifier.out_proj",
+        reads: Reads::First,
     },
     discriminator: None,
 };

@@ -20,6 +20,12 @@ pub const TASK: Task = Task {
     models: "classifiers (labels)",
 };
 
+/// The same task read at the last token (a decoder's classifier).
+const LAST_TOKEN: Task = Task {
+    reads: Reads::Last,
+    ..TASK
+};
+
 /// Wanted where `architectures` names a sequence classifier, or, without `architectures`,
 /// where the tensors hold a classifier and no masked-LM head.
 pub const KIND: HeadKind = HeadKind {
@@ -38,12 +44,14 @@ pub const KIND: HeadKind = HeadKind {
     },
 };
 
-/// dense + activation on one hidden state, then the projection onto the labels.
+/// dense + activation on one hidden state (where the family has them), then the projection
+/// onto the labels.
 pub struct ClassificationHead {
-    dense: Dense,
+    dense: Option<Dense>,
     activation: Activation,
     output: Dense,
     labels: usize,
+    reads: Reads,
 }
 
 impl ClassificationHead {
@@ -54,18 +62,31 @@ impl ClassificationHead {
     pub fn load(vb: &WeightPath, names: &ClassifierNames, config: &EncoderConfig) -> Result<Self> {
         let hidden = config.hidden_size;
         let labels = config.num_labels.unwrap_or(config.id2label.len().max(2));
+        let output = vb.pp(names.output);
+        // An encoder's projection has a bias; a decoder's `score` has none.
+        let bias = match names.dense {
+            Some(_) => Some(output.get("bias", &[labels])?),
+            None => None,
+        };
         Ok(Self {
-            dense: load_linear(&vb.pp(names.dense), hidden, hidden)?,
+            dense: names
+                .dense
+                .map(|dense| load_linear(&vb.pp(dense), hidden, hidden))
+                .transpose()?,
             activation: names.activation,
-            output: load_linear(&vb.pp(names.output), hidden, labels)?,
+            output: Dense::new(output.get("weight", &[labels, hidden])?, bias),
             labels,
+            reads: names.reads,
         })
     }
 }
 
 impl Head for ClassificationHead {
     fn task(&self) -> Task {
-        TASK
+        match self.reads {
+            Reads::Last => LAST_TOKEN,
+            _ => TASK,
+        }
     }
 
     fn labels(&self) -> usize {
@@ -74,7 +95,10 @@ impl Head for ClassificationHead {
 
     /// `hidden`: `[b, hidden]` → logits `[b, labels]`.
     fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
-        let x = activate(self.activation, &self.dense.forward(hidden)?)?;
+        let x = match &self.dense {
+            Some(dense) => activate(self.activation, &dense.forward(hidden)?)?,
+            None => hidden.clone(),
+        };
         Ok(self.output.forward(&x)?)
     }
 }

@@ -48,6 +48,9 @@ pub enum Reads {
     /// At the first token, whatever position is explained (the first one unless given); a
     /// mask token in the text is just a token.
     First,
+    /// At the last token, as First otherwise (a decoder's classifier: the last token is the
+    /// one that has seen the whole text).
+    Last,
 }
 
 impl Task {

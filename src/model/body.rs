@@ -1,0 +1,99 @@
+//! The body seam (DESIGN.md: family × head): what embeds the ids and runs the layer stack,
+//! whatever the block. BERT's post-LayerNorm block serves every encoder family that only
+//! names its tensors differently ([`PostNormBody`]); a family whose block differs brings a
+//! body of its own (the decoders' [`crate::model::decoder::RotaryDecoder`], read as a
+//! classifier), one file in `families/`.
+
+use candle_core::Tensor;
+
+use super::config::EncoderConfig;
+use super::embeddings::Embeddings;
+use super::family::Family;
+use super::layer::Layer;
+use super::{Keep, LayerTrace};
+use crate::checkpoint::WeightPath;
+use crate::error::Result;
+
+/// Embeddings and layers of one checkpoint.
+pub trait Body: Send + Sync {
+    /// `input_ids`: `[b, n]` u32 → the word embeddings `[b, n, width]`: what the embedding
+    /// lookup returns, the input that gradients are taken with respect to.
+    fn embed_words(&self, input_ids: &Tensor) -> Result<Tensor>;
+
+    /// From the word embeddings to what the first layer reads, `[b, n, hidden]` (positions,
+    /// token types `[b, n]` where the body has them, norms, projections, scales).
+    fn embed(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor>;
+
+    /// The layers (and any final norm) on the embedding block's output → the last hidden
+    /// states `[b, n, hidden]` and one trace per layer, first layer first.
+    fn forward(&self, embedded: &Tensor, keep: Keep) -> Result<(Tensor, Vec<LayerTrace>)>;
+
+    /// Layer `layer` (0-based) alone on its input `x` (`[b, n, hidden]`), each position's
+    /// value vectors multiplied by `value_mask` (`[b, n]`) → its output `[b, n, hidden]`.
+    fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor>;
+
+    /// How many tokens the positions allow.
+    fn max_tokens(&self) -> usize;
+
+    /// How many times wider the feed-forward block is than the hidden states (rounded up).
+    fn intermediate_factor(&self) -> usize;
+
+    /// `[vocab, width]`: the word embeddings, which a head may share.
+    fn word_table(&self) -> &Tensor;
+}
+
+/// BERT's body: embeddings, then post-LayerNorm layers, with the family's tensor names.
+pub struct PostNormBody {
+    embeddings: Embeddings,
+    layers: Vec<Layer>,
+}
+
+impl PostNormBody {
+    /// `root`: the checkpoint's tensors under the family's base prefix.
+    pub fn load(root: &WeightPath, family: &Family, config: &EncoderConfig) -> Result<Self> {
+        let embeddings = Embeddings::load(root, &family.embeddings, config)?;
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| Layer::load(&root.pp(&(family.layer.prefix)(i)), &family.layer, config))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { embeddings, layers })
+    }
+}
+
+impl Body for PostNormBody {
+    fn embed_words(&self, input_ids: &Tensor) -> Result<Tensor> {
+        self.embeddings.words(input_ids)
+    }
+
+    fn embed(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor> {
+        self.embeddings.forward(words, types)
+    }
+
+    fn forward(&self, embedded: &Tensor, keep: Keep) -> Result<(Tensor, Vec<LayerTrace>)> {
+        let mut hidden = embedded.clone();
+        let mut traces = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let (next, trace) = layer.forward(&hidden, keep, None)?;
+            hidden = next;
+            traces.push(trace);
+        }
+        Ok((hidden, traces))
+    }
+
+    fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
+        Ok(self.layers[layer]
+            .forward(x, Keep::default(), value_mask)?
+            .0)
+    }
+
+    fn max_tokens(&self) -> usize {
+        self.embeddings.max_tokens()
+    }
+
+    fn intermediate_factor(&self) -> usize {
+        self.layers.first().map_or(1, Layer::intermediate_factor)
+    }
+
+    fn word_table(&self) -> &Tensor {
+        self.embeddings.word_table()
+    }
+}
