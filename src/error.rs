@@ -54,7 +54,7 @@ pub enum Error {
         needs: &'static str,
     },
 
-    #[error("cannot read {path}: {message}; check that it is a valid BERT config.json")]
+    #[error("cannot read {path}: {message}; check that it is a valid config.json of its family")]
     Config { path: PathBuf, message: String },
 
     #[error("{path} describes a {found:?} model, but bert-explain explains the model types {supported}; pick a checkpoint of one of those")]
@@ -79,7 +79,7 @@ pub enum Error {
     #[error("cannot read the weights in {path}: {message}; the file may be truncated or corrupt, so download it again")]
     Weights { path: PathBuf, message: String },
 
-    #[error("{path} has no tensor {name}; the checkpoint is incomplete or not a BERT checkpoint")]
+    #[error("{path} has no tensor {name}; the checkpoint is incomplete, or not of the family its config.json names")]
     MissingTensor { path: PathBuf, name: String },
 
     #[error("the tensor {name} in {path} has shape {found:?} but config.json implies {expected:?}; the weights and config.json do not belong together")]
@@ -130,9 +130,12 @@ pub enum Error {
     },
 
     #[error(
-        "the vocabulary has no {0} token, which blank-out needs; choose the other blank token"
+        "the vocabulary has no {0} token, which blank-out needs; choose another blank token with --blank (unk, mask, or pad: config.json's pad_token_id, for a decoder's classifier)"
     )]
     NoBlankToken(&'static str),
+
+    #[error("--blank pad blanks with config.json's pad_token_id, but the config has none inside the vocabulary; choose --blank unk or mask")]
+    NoPadToken,
 
     #[error("--fusion min leaves layer {layer} row {row} with no attention at all (its heads attend to disjoint tokens), so nothing can flow through it; use --fusion mean or max")]
     EmptyFusedRow { layer: usize, row: usize },
@@ -182,7 +185,10 @@ pub enum Error {
         supported: String,
     },
 
-    #[error("{option} applies to causal language models (GPT-2, Llama, Qwen, Mistral, Gemma, Phi-3), but {model} is an encoder (a masked LM, a classifier or a bare encoder); leave {option} out, or pass a causal checkpoint with --model")]
+    #[error("{path} describes a sequence classifier (its architectures), not a language model that generates; it is explained as a classifier is (its labels, --label): load it without --generate")]
+    ClassifierAsCausal { path: PathBuf },
+
+    #[error("{option} applies to causal language models (GPT-2, Llama, Qwen, Mistral, Gemma, Phi-3), but {model} is not one (it is a masked LM, a classifier or a bare encoder); leave {option} out, or pass a causal checkpoint with --model")]
     CausalOptionForBert { option: String, model: String },
 
     #[error("{option} applies to encoders (BERT, RoBERTa and the other masked LMs and classifiers), but {model} is a causal language model (the text is a prompt to continue); leave {option} out")]

@@ -14,14 +14,18 @@ pub enum Blank {
     #[default]
     Unk,
     Mask,
+    /// config.json's `pad_token_id`: the blank of a decoder's classifier, whose vocabulary
+    /// has neither of the others.
+    Pad,
 }
 
 impl Blank {
-    /// How the blank token may be spelled, BERT's way first.
-    pub fn tokens(self) -> [&'static str; 2] {
+    /// How the blank token may be spelled, BERT's way first (none for `Pad`, which is an id).
+    pub fn tokens(self) -> &'static [&'static str] {
         match self {
-            Blank::Unk => crate::tokens::UNKNOWN,
-            Blank::Mask => ["[MASK]", "<mask>"],
+            Blank::Unk => &crate::tokens::UNKNOWN,
+            Blank::Mask => &["[MASK]", "<mask>"],
+            Blank::Pad => &[],
         }
     }
 }

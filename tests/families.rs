@@ -136,6 +136,18 @@ fn electra_classifier() {
     check("tiny-electra-cls");
 }
 
+/// Decoders read as classifiers (issue 62): `score` at the last token, each family's body
+/// (Llama's llama3 rope scaling, Mistral's window, Qwen3's q/k norms, Gemma's norms and scaled
+/// embeddings, Gemma 2's soft caps, Gemma 3's two rotary tables, Phi-3's LongRoPE).
+#[test]
+fn decoder_classifiers_of_every_family() {
+    for family in [
+        "llama", "qwen2", "mistral", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+    ] {
+        check(&format!("tiny-{family}-cls"));
+    }
+}
+
 #[test]
 fn bert_classifier_with_pairs() {
     check("tiny-bert-cls");

@@ -48,6 +48,21 @@ def test_a_classifier_with_a_pair_and_a_label(classifier):
     assert classifier.task == "sequence-classification" and classifier.family == "bert"
 
 
+@pytest.mark.parametrize("family", ["llama", "gemma2", "phi3"])
+def test_a_decoder_classifier_reads_its_last_token(family):
+    """A decoder's classifier (issue 62): its labels, --label, --evaluate with --blank pad."""
+    path = REPO / "models" / f"tiny-{family}-cls"
+    flags = ["--evaluate", "--blank", "pad", "--label", "negative", "--mixing", "all"]
+    want = cli_json("--model", str(path), "The food is not good.", *flags)
+    explainer = bert_explain.Explainer(path)
+    got = explainer.explain(
+        "The food is not good.", evaluate=True, blank="pad", label="negative", mixing="all"
+    )
+    assert got == want
+    assert explainer.task == "sequence-classification" and explainer.family == family
+    assert got["target"]["index"] == len(got["tokens"]) - 1
+
+
 def test_mixing_all_leaves_out_what_a_headless_encoder_cannot_run():
     """mixing="all" is every method that applies, as on the command line: grad-attention
     needs a head to differentiate, so a headless encoder runs the rest, with a warning."""

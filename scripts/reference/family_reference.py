@@ -42,6 +42,9 @@ import reference as ref  # noqa: E402
 
 FAMILIES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "distilbert": "distilbert",
             "albert": "albert", "electra": "electra"}
+# Decoders read as classifiers (*ForSequenceClassification): `score` at the last token.
+DECODERS = {"llama": "llama", "qwen2": "qwen2", "mistral": "mistral", "qwen3": "qwen3",
+            "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3_text", "phi3": "phi3"}
 MASKS = ("[MASK]", "<mask>")
 UNKNOWN = ("[UNK]", "<unk>")
 
@@ -67,11 +70,12 @@ class Checkpoint:
         with open(os.path.join(self.folder, "config.json")) as f:
             config = json.load(f)
         model_type = config.get("model_type", "bert")
-        if model_type not in FAMILIES:
-            ref.fail(f"{folder}: model_type {model_type!r} is not an encoder family")
-        self.family = FAMILIES[model_type]
         architecture = (config.get("architectures") or ["AutoModel"])[0]
         self.task = task_of(architecture)
+        self.decoder = model_type in DECODERS and self.task == "sequence-classification"
+        if model_type not in FAMILIES and not self.decoder:
+            ref.fail(f"{folder}: model_type {model_type!r} is not an encoder family")
+        self.family = DECODERS[model_type] if self.decoder else FAMILIES[model_type]
         self.tok = ref.load_tokenizer(self.folder)
         cls = getattr(transformers, architecture)
         self.model, info = cls.from_pretrained(self.folder, attn_implementation="eager",
@@ -86,7 +90,7 @@ class Checkpoint:
         post-processor gives them (1 for the second text of a BERT/ALBERT/ELECTRA pair), for every
         family that has token types: transformers 5's AlbertTokenizer leaves token_type_ids out of
         its model_input_names, so a pair would otherwise run with types all 0."""
-        with_types = self.family != "distilbert"
+        with_types = self.family != "distilbert" and not self.decoder
         enc = self.tok(text, pair, add_special_tokens=True, padding=False, truncation=False,
                        return_token_type_ids=with_types, return_tensors="pt")
         if not bool((enc["attention_mask"] == 1).all()):
@@ -108,7 +112,8 @@ class Checkpoint:
                 ref.fail(f"--target {given} is out of range (0..{n - 1})")
             return given
         if self.task == "sequence-classification":
-            return 0
+            # transformers' decoder classifiers read the last token that is not padding.
+            return n - 1 if self.decoder else 0
         masks = [i for i, x in enumerate(ids) if x == self.tok.mask_token_id]
         if len(masks) != 1:
             ref.fail(f"the text has {len(masks)} mask tokens; give exactly one or pass --target")
@@ -141,7 +146,7 @@ class Checkpoint:
         if self.task == "masked-lm":
             return torch.softmax(logits[:, t], dim=-1)
         if self.task == "sequence-classification":
-            return torch.softmax(logits, dim=-1)
+            return torch.softmax(logits, dim=-1)  # a decoder's: already at its last token
         if self.task == "replaced-token-detection":
             replaced = torch.sigmoid(logits[:, t])
             return torch.stack([1 - replaced, replaced], dim=-1)
@@ -244,7 +249,11 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
         p = probs[wid]
         p.backward()
     grad = words.grad[0]
-    blank_token, blank_id = ck.special_id(UNKNOWN if blank == "unk" else MASKS)
+    if blank == "pad":  # config.json's pad_token_id (a decoder's classifier)
+        blank_id = int(ck.model.config.pad_token_id)
+        blank_token = ck.tok.convert_ids_to_tokens(blank_id)
+    else:
+        blank_token, blank_id = ck.special_id(UNKNOWN if blank == "unk" else MASKS)
 
     def probability(batch):
         wide = {k: v.expand(batch.shape[0], -1) for k, v in extra.items()}
@@ -257,7 +266,16 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
         for j in range(n):
             blanked = ids.clone()
             blanked[0, j] = blank_id
-            q = ck.probabilities(ck.model(input_ids=blanked, **extra).logits, t)[0, wid]
+            if ck.decoder:
+                # The label is read at the text's last position whatever is blanked: given
+                # input_ids, transformers would read the last token that is not the pad token,
+                # so blanking the last one with it would move the read; its embeddings are
+                # always read at the last position.
+                embedded = ck.model.get_input_embeddings()(blanked)
+                logits = ck.model(inputs_embeds=embedded, **extra).logits
+            else:
+                logits = ck.model(input_ids=blanked, **extra).logits
+            q = ck.probabilities(logits, t)[0, wid]
             drops.append(float(p.detach()) - float(q))
     return {
         "word": name,
@@ -287,7 +305,7 @@ def main():
     ap.add_argument("--importance", action="store_true", help="also compute importance scores")
     ap.add_argument("--word", default=None, help="with --importance on a masked LM: this word")
     ap.add_argument("--label", default=None, help="with --importance on a classifier: this label (name or id)")
-    ap.add_argument("--blank", choices=["unk", "mask"], default="unk")
+    ap.add_argument("--blank", choices=["unk", "mask", "pad"], default="unk")
     args = ap.parse_args()
     cands = [c.strip() for c in args.candidates.split(",") if c.strip()]
     try:

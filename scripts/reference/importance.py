@@ -111,6 +111,8 @@ def importance(model_dir, text, target=None, word=None, blank="unk"):
 def first_layer(model):
     """The model's first transformer layer (ALBERT's shared layer, first called)."""
     base = model.base_model
+    if hasattr(base, "layers"):  # a decoder (Llama, Qwen, Gemma, Phi-3) read as a classifier
+        return base.layers[0]
     if hasattr(base, "transformer"):  # DistilBERT
         return base.transformer.layer[0]
     if hasattr(base.encoder, "albert_layer_groups"):

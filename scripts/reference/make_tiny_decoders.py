@@ -25,6 +25,12 @@ models/tiny-gpt2's byte-level BPE tokenizer.json (as make_tiny_llamas.py):
                 LongRoPE with original_max_position_embeddings 8 (prompts of more than 8
                 tokens take the long factors, shorter ones the short)
 
+and models/tiny-{llama,qwen2,mistral,qwen3,gemma,gemma2,gemma3,phi3}-cls/: each family's
+*ForSequenceClassification (Gemma 3: Gemma3TextForSequenceClassification), 2 layers, the same
+settings as its causal model above (Llama, Qwen2, Mistral: make_tiny_llamas.py's), three labels
+(negative, neutral, positive), `score` read at the last token; tiny-qwen3-cls without the
+window (see classifiers()).
+
 Usage: make_tiny_decoders.py [--out models]   (run with the reference venv's python)
 """
 
@@ -87,6 +93,37 @@ def models(vocab, eos):
             ("tiny-phi3", Phi3ForCausalLM, phi3, {})]
 
 
+LABELS = {"id2label": {0: "negative", 1: "neutral", 2: "positive"},
+          "label2id": {"negative": 0, "neutral": 1, "positive": 2}}
+
+
+def classifiers(vocab, eos):
+    """(name, class, config, save) of each family's classifier: its causal model's config with
+    2 layers and three labels."""
+    import transformers
+    from make_tiny_llamas import models as llamas
+    out = []
+    for name, cls, config, save in llamas(vocab, eos) + models(vocab, eos):
+        if name in ("tiny-qwen2-window", "tiny-gemma3-mm"):
+            continue
+        fields = {**config.to_dict(), "num_hidden_layers": 2, **LABELS}
+        if fields.get("layer_types"):
+            fields["layer_types"] = fields["layer_types"][:2]
+        if name == "tiny-qwen3":
+            # Its window would leave every token but the last three out of the last layer's
+            # reach, so that they reach the label only through RMSNorms: their gradient x
+            # input is then 0 up to rounding (an RMSNorm ignores its input's scale), and the
+            # correlations' ranks of such values are noise. tiny-qwen3 tests the window.
+            fields.update(use_sliding_window=False, layer_types=None)
+        config = type(config)(**fields)
+        family = cls.__name__.replace("ForCausalLM", "")
+        head = "Gemma3TextForSequenceClassification" if family == "Gemma3" else \
+            f"{family}ForSequenceClassification"
+        out.append((f"{name}-cls", getattr(transformers, head), config,
+                    {k: v for k, v in save.items() if k == "gemma"}))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -95,7 +132,7 @@ def main():
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(TOKENIZER)
     vocab, eos = tok.get_vocab_size(), tok.token_to_id(EOS)
-    for name, cls, config, save in models(vocab, eos):
+    for name, cls, config, save in models(vocab, eos) + classifiers(vocab, eos):
         build(os.path.join(os.path.abspath(args.out), name), cls, config, save)
 
 

@@ -173,6 +173,8 @@ pub(super) fn html_path(text: &str) -> Result<PathBuf, String> {
 pub enum BlankArg {
     Unk,
     Mask,
+    /// config.json's pad_token_id (a decoder's classifier).
+    Pad,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

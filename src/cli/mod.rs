@@ -206,6 +206,7 @@ fn explain_options(args: &Args) -> anyhow::Result<ExplainOptions> {
             blank: match args.blank {
                 BlankArg::Unk => Blank::Unk,
                 BlankArg::Mask => Blank::Mask,
+                BlankArg::Pad => Blank::Pad,
             },
             without_specials: args.correlate_without_specials,
             ig_steps: args.ig_steps,

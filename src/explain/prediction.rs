@@ -4,7 +4,7 @@ use candle_core::Tensor;
 
 use super::{EvaluateOptions, Explainer};
 use crate::error::{Error, Result};
-use crate::importance::ImportanceQuery;
+use crate::importance::{Blank, ImportanceQuery};
 use crate::model::Predicts;
 use crate::report::{LabelProbability, Prediction, WordProbability};
 
@@ -65,11 +65,21 @@ impl Explainer {
     ) -> Result<ImportanceQuery> {
         let (word, id) = self.explained(Some(evaluate), probs)?;
         let blank = evaluate.blank;
-        let (blank_token, blank_id) = blank
-            .tokens()
-            .iter()
-            .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
-            .ok_or(Error::NoBlankToken(blank.tokens()[0]))?;
+        let (blank_token, blank_id) = match blank {
+            Blank::Pad => {
+                let id = self.config.pad_token_id.ok_or(Error::NoPadToken)?;
+                let id = u32::try_from(id)
+                    .ok()
+                    .filter(|&id| (id as usize) < self.config.vocab_size)
+                    .ok_or(Error::NoPadToken)?;
+                (self.tokenizer.token(id), id)
+            }
+            _ => blank
+                .tokens()
+                .iter()
+                .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
+                .ok_or(Error::NoBlankToken(blank.tokens()[0]))?,
+        };
         Ok(ImportanceQuery {
             word,
             id,

@@ -19,6 +19,9 @@ use crate::linalg::{matmul, Dense};
 pub struct Decoder {
     pub model_types: &'static [&'static str],
     pub load: fn(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>>,
+    /// A rotary decoder's description, which its classifier's body is built from too
+    /// (`None`: GPT-2).
+    pub spec: Option<fn(config: &Path) -> Result<super::decoder::Spec>>,
 }
 
 /// The keys and values of the positions seen so far, one entry per layer.

@@ -23,6 +23,9 @@ pub enum Activation {
     Relu,
     #[serde(rename = "tanh")]
     Tanh,
+    /// SiLU (a decoder's MLP gate, read when its config is read as an encoder's).
+    #[serde(rename = "silu", alias = "swish")]
+    Silu,
 }
 
 /// The parts of an encoder's config.json that the forward pass and the heads need.

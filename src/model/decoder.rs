@@ -8,6 +8,7 @@
 use candle_core::{IndexOp, Module, Tensor};
 use candle_nn::Embedding;
 
+use super::body::Body;
 use super::causal::{
     cached_attention, decoder_internals, AfterAttention, Attended, CausalDims, CausalLm, KvCache,
     Step, StepOutput,
@@ -82,10 +83,10 @@ pub struct Spec {
     pub final_softcap: Option<f64>,
     pub ropes: Vec<Rope>,
     pub layers: Vec<LayerKind>,
-    /// Where the body's tensors are (`model`; Gemma 3's multimodal checkpoints nest it).
-    pub prefix: String,
-    /// The head's tensor when it is not tied.
-    pub lm_head: String,
+    /// Where the body's tensors and the head's (when it is not tied) may be, the first
+    /// whose `embed_tokens` is there taken: (`model`, `lm_head.weight`), and where a
+    /// checkpoint nests the text model (Gemma 3's image-and-text ones) its places too.
+    pub layouts: Vec<(&'static str, &'static str)>,
 }
 
 /// A decoder with its language-model head, of any family a [`Spec`] describes.
@@ -101,7 +102,13 @@ pub struct RotaryDecoder {
 
 impl RotaryDecoder {
     pub fn load(weights: &Weights, spec: Spec) -> Result<Self> {
-        let model = weights.pp(&spec.prefix);
+        let (prefix, head) = spec
+            .layouts
+            .iter()
+            .copied()
+            .find(|(prefix, _)| weights.contains(&format!("{prefix}.embed_tokens.weight")))
+            .unwrap_or(spec.layouts[0]);
+        let model = weights.pp(prefix);
         let (h, vocab) = (spec.hidden_size, spec.vocab_size);
         let embed = model.pp("embed_tokens").get("weight", &[vocab, h])?;
         let layers = (0..spec.layers.len())
@@ -109,7 +116,7 @@ impl RotaryDecoder {
             .collect::<Result<Vec<_>>>()?;
         let lm_head = match spec.tied {
             true => embed.clone(),
-            false => weights.get(&spec.lm_head, &[vocab, h])?,
+            false => weights.get(head, &[vocab, h])?,
         };
         let rotaries = spec
             .ropes
@@ -123,6 +130,15 @@ impl RotaryDecoder {
             lm_head,
             rotaries,
             spec,
+        })
+    }
+
+    /// `ids`: `[b, q]` → their embeddings `[b, q, hidden]`, × √hidden for Gemma.
+    fn lookup(&self, ids: &Tensor) -> Result<Tensor> {
+        let x = self.embed_tokens.forward(ids)?;
+        Ok(match self.spec.embed_scale {
+            Some(scale) => (x * scale)?,
+            None => x,
         })
     }
 
@@ -156,10 +172,7 @@ impl CausalLm for RotaryDecoder {
         let seen = cache.len();
         cache.layers.resize(self.layers.len(), None);
         let tables = self.tables(seen, q)?;
-        let mut x = self.embed_tokens.forward(ids)?;
-        if let Some(scale) = self.spec.embed_scale {
-            x = (x * scale)?;
-        }
+        let mut x = self.lookup(ids)?;
         let mut layers = Vec::with_capacity(self.layers.len());
         for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
             let (next, trace) = layer.forward(&x, kv, (seen, &tables), keep, None)?;
@@ -180,6 +193,52 @@ impl CausalLm for RotaryDecoder {
         Ok(layer
             .forward(x, &mut None, (0, &tables), Keep::default(), value_mask)?
             .0)
+    }
+}
+
+/// The decoder read whole, without a cache, as a classifier's body: every position at once,
+/// each seeing itself and those before it.
+impl Body for RotaryDecoder {
+    /// What the embedding lookup returns: with Gemma's √hidden, which transformers' lookup
+    /// applies.
+    fn embed_words(&self, input_ids: &Tensor) -> Result<Tensor> {
+        self.lookup(input_ids)
+    }
+
+    /// The word embeddings are what the first layer reads.
+    fn embed(&self, words: &Tensor, _types: Option<&Tensor>) -> Result<Tensor> {
+        Ok(words.clone())
+    }
+
+    /// The layers, then the final norm at every position.
+    fn forward(&self, embedded: &Tensor, keep: Keep) -> Result<(Tensor, Vec<LayerTrace>)> {
+        let tables = self.tables(0, embedded.dim(1)?)?;
+        let mut x = embedded.clone();
+        let mut traces = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let (next, trace) = layer.forward(&x, &mut None, (0, &tables), keep, None)?;
+            x = next;
+            traces.push(trace);
+        }
+        Ok((self.norm.forward(&x)?, traces))
+    }
+
+    fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
+        CausalLm::run_layer(self, layer, x, value_mask)
+    }
+
+    fn max_tokens(&self) -> usize {
+        self.spec.max_positions
+    }
+
+    fn intermediate_factor(&self) -> usize {
+        self.spec
+            .intermediate_size
+            .div_ceil(self.spec.hidden_size.max(1))
+    }
+
+    fn word_table(&self) -> &Tensor {
+        self.embed_tokens.embeddings()
     }
 }
 

@@ -218,8 +218,7 @@ impl Read {
             final_softcap: None,
             ropes: vec![self.rope()?],
             layers,
-            prefix: "model".into(),
-            lm_head: "lm_head.weight".into(),
+            layouts: vec![("model", "lm_head.weight")],
         })
     }
 

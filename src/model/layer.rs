@@ -70,5 +70,6 @@ pub fn activate(activation: Activation, x: &Tensor) -> Result<Tensor> {
         Activation::GeluTanh => x.gelu()?,
         Activation::Relu => x.relu()?,
         Activation::Tanh => x.tanh()?,
+        Activation::Silu => x.silu()?,
     })
 }

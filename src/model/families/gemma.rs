@@ -14,6 +14,7 @@ use crate::model::decoder_config::{Defaults, Read};
 pub const DECODER: Decoder = Decoder {
     model_types: &["gemma2", "gemma"],
     load: |config, weights| Ok(Box::new(RotaryDecoder::load(weights, spec(config)?)?)),
+    spec: Some(spec),
 };
 
 /// Reads and checks a config.json of model_type "gemma2" or "gemma".

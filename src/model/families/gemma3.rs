@@ -11,35 +11,17 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::gemma::{gemma_spec, sandwich_without_bias};
-use crate::checkpoint::Weights;
 use crate::error::Result;
-use crate::model::causal::{CausalLm, Decoder};
+use crate::model::causal::Decoder;
 use crate::model::decoder::{RotaryDecoder, Spec};
 use crate::model::decoder_config::Read;
 use crate::model::rotary::{rope_of, Rope, RopeScaling};
 
 pub const DECODER: Decoder = Decoder {
     model_types: &["gemma3_text", "gemma3"],
-    load,
+    load: |config, weights| Ok(Box::new(RotaryDecoder::load(weights, spec(config)?)?)),
+    spec: Some(spec),
 };
-
-/// Where the text model's body and head are in each layout, first match wins.
-const LAYOUTS: [(&str, &str); 3] = [
-    ("model.language_model", "lm_head.weight"),
-    ("language_model.model", "language_model.lm_head.weight"),
-    ("model", "lm_head.weight"),
-];
-
-fn load(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>> {
-    let mut spec = spec(config)?;
-    if let Some((prefix, head)) = LAYOUTS
-        .into_iter()
-        .find(|(prefix, _)| weights.contains(&format!("{prefix}.embed_tokens.weight")))
-    {
-        (spec.prefix, spec.lm_head) = (prefix.into(), head.into());
-    }
-    Ok(Box::new(RotaryDecoder::load(weights, spec)?))
-}
 
 /// Reads and checks a config.json of model_type "gemma3_text", or the text model of a
 /// "gemma3" one.
@@ -65,6 +47,12 @@ pub fn spec(path: &Path) -> Result<Spec> {
     for layer in &mut spec.layers {
         layer.rope = usize::from(layer.window.is_some());
     }
+    // Where transformers 5 and 4 put the text model of an image-and-text checkpoint.
+    spec.layouts = vec![
+        ("model.language_model", "lm_head.weight"),
+        ("language_model.model", "language_model.lm_head.weight"),
+        ("model", "lm_head.weight"),
+    ];
     sandwich_without_bias(&read, &spec)?;
     read.checked(spec)
 }

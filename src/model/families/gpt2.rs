@@ -27,6 +27,7 @@ pub const MODEL_TYPES: [&str; 1] = ["gpt2"];
 
 pub const DECODER: Decoder = Decoder {
     model_types: &MODEL_TYPES,
+    spec: None,
     load: |config, weights| Ok(Box::new(Gpt2::load(weights, &Gpt2Config::load(config)?)?)),
 };
 

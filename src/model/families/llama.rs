@@ -15,6 +15,7 @@ pub const MODEL_TYPES: [&str; 3] = ["llama", "qwen2", "mistral"];
 pub const DECODER: Decoder = Decoder {
     model_types: &MODEL_TYPES,
     load: |config, weights| Ok(Box::new(RotaryDecoder::load(weights, spec(config)?)?)),
+    spec: Some(spec),
 };
 
 /// Reads and checks a config.json of model_type "llama", "qwen2" or "mistral".

@@ -4,6 +4,7 @@
 
 pub mod albert;
 pub mod bert;
+pub mod decoder_classifier;
 pub mod distilbert;
 pub mod electra;
 pub mod gemma;
@@ -21,6 +22,7 @@ use super::config::{model_type, read_json, EncoderConfig};
 use super::family::Family;
 use crate::checkpoint::{HubRepo, ModelSource, Weights};
 use crate::error::{Error, Result};
+use decoder_classifier::classifier_family;
 
 /// The supported encoder families.
 const FAMILIES: [&Family; 5] = [
@@ -48,9 +50,26 @@ pub fn family_of(model_type: &str) -> Option<&'static Family> {
         .find(|f| f.model_types.contains(&model_type))
 }
 
-/// Whether `model_type` names a causal family (explained in causal mode).
+/// Whether `model_type` names a causal family.
 pub fn is_causal_model_type(model_type: &str) -> bool {
     decoder_of(model_type).is_some()
+}
+
+/// The Spec reader of a rotary decoder's `model_type`, for its classifier's body.
+pub fn rotary_spec(model_type: &str) -> Option<fn(&Path) -> Result<crate::model::decoder::Spec>> {
+    decoder_of(model_type).and_then(|d| d.spec)
+}
+
+/// Whether a config.json (as JSON) names a sequence classifier in `architectures`.
+fn is_classifier(config: &serde_json::Value) -> bool {
+    config
+        .get("architectures")
+        .and_then(|a| a.as_array())
+        .is_some_and(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str())
+                .any(|a| a.ends_with("ForSequenceClassification"))
+        })
 }
 
 /// The decoder family whose `model_type` this is.
@@ -61,8 +80,8 @@ fn decoder_of(model_type: &str) -> Option<&'static Decoder> {
 }
 
 /// Whether `source` is a causal LM this crate explains (config.json's `model_type` names a
-/// causal family). Unreadable or missing configs say no: the encoders' path then reports what
-/// is wrong.
+/// causal family, and its `architectures` no classifier, which is explained as an encoder's).
+/// Unreadable or missing configs say no: the encoders' path then reports what is wrong.
 pub fn is_causal(source: &ModelSource) -> bool {
     let config = match source {
         ModelSource::Folder(folder) => Some(folder.join("config.json")),
@@ -70,9 +89,14 @@ pub fn is_causal(source: &ModelSource) -> bool {
             HubRepo::from_env(id, revision).file("config.json").ok()
         }
     };
-    config
-        .and_then(|path| model_type(&path))
-        .is_some_and(|t| is_causal_model_type(&t))
+    let Some(value) = config.and_then(|path| read_json(&path).ok()) else {
+        return false;
+    };
+    let causal = value
+        .get("model_type")
+        .and_then(|t| t.as_str())
+        .is_some_and(is_causal_model_type);
+    causal && !is_classifier(&value)
 }
 
 /// Every causal `model_type`, for messages.
@@ -91,15 +115,25 @@ pub fn supported_model_types() -> String {
 /// Reads and checks an encoder's config.json: a supported family (the family first: another
 /// model's config fails later with a less helpful "missing field"), with sizes that fit.
 pub fn load_encoder_config(path: &Path) -> Result<(&'static Family, EncoderConfig)> {
-    let value = read_json(path)?;
+    let mut value = read_json(path)?;
+    // Gemma 2 and 3 name their MLP's activation `hidden_activation`.
+    if let Some(object) = value.as_object_mut() {
+        if let Some(act) = object.get("hidden_activation").cloned() {
+            object.entry("hidden_act").or_insert(act);
+        }
+    }
     let model_type = value.get("model_type").and_then(|v| v.as_str());
-    if model_type.is_some_and(is_causal_model_type) {
+    let classifier = model_type
+        .filter(|_| is_classifier(&value))
+        .and_then(classifier_family);
+    if classifier.is_none() && model_type.is_some_and(is_causal_model_type) {
         return Err(Error::CausalModelInBertMode {
             path: path.to_path_buf(),
         });
     }
-    let family =
-        family_of(model_type.unwrap_or("bert")).ok_or_else(|| Error::UnsupportedArchitecture {
+    let family = classifier
+        .or_else(|| family_of(model_type.unwrap_or("bert")))
+        .ok_or_else(|| Error::UnsupportedArchitecture {
             path: path.to_path_buf(),
             found: model_type.unwrap_or("").to_string(),
             supported: supported_model_types(),
@@ -114,6 +148,11 @@ pub fn load_encoder_config(path: &Path) -> Result<(&'static Family, EncoderConfi
 /// model.
 pub fn load_causal(config: &Path, weights: &Weights) -> Result<Box<dyn CausalLm>> {
     let found = model_type(config).unwrap_or_default();
+    if read_json(config).is_ok_and(|v| is_classifier(&v)) {
+        return Err(Error::ClassifierAsCausal {
+            path: config.to_path_buf(),
+        });
+    }
     match decoder_of(&found) {
         Some(decoder) => (decoder.load)(config, weights),
         None => Err(Error::NotCausal {

@@ -12,6 +12,7 @@ use crate::model::decoder_config::{Defaults, Read};
 pub const DECODER: Decoder = Decoder {
     model_types: &["qwen3"],
     load: |config, weights| Ok(Box::new(RotaryDecoder::load(weights, spec(config)?)?)),
+    spec: Some(spec),
 };
 
 /// Reads and checks a config.json of model_type "qwen3".
