@@ -272,9 +272,9 @@ class Explainer:
 
     ``model`` is a checkpoint folder or a Hugging Face Hub id (as ``--model``); ``device``
     is ``cpu`` (default), ``auto``, ``cuda`` or ``metal``. Masked-LM, classifier and
-    encoder checkpoints of every family the command line supports, and causal language
-    models (GPT-2, Llama, Qwen2, Mistral: ``task`` is ``causal-lm``), whose text is a prompt
-    to continue: ``.explain(prompt, generate=5, flow=True)`` returns the report of
+    encoder checkpoints of every family the command line supports (decoder classifiers
+    too), and causal language models (GPT-2, Llama, Qwen, Mistral, Gemma, Phi-3: ``task`` is
+    ``causal-lm``), whose text is a prompt to continue: ``.explain(prompt, generate=5, flow=True)`` returns the report of
     ``bert-explain --model M PROMPT --generate 5 --flow --json``.
     """
 

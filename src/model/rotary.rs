@@ -149,9 +149,7 @@ pub fn rope_of(
 fn long_rope(config: &Value, params: &Value) -> std::result::Result<RopeScaling, String> {
     let factors = |key: &str| -> std::result::Result<Vec<f64>, String> {
         let list = params.get(key).and_then(Value::as_array);
-        let values: Option<Vec<f64>> = list
-            .map(|l| l.iter().map(Value::as_f64).collect())
-            .flatten();
+        let values: Option<Vec<f64>> = list.and_then(|l| l.iter().map(Value::as_f64).collect());
         values
             .filter(|v| !v.is_empty() && v.iter().all(|x| *x > 0.0 && x.is_finite()))
             .ok_or_else(|| {
