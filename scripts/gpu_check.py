@@ -58,13 +58,19 @@ MASKED = [("tiny-bert-modern", "[MASK]"), ("tiny-roberta-mlm", "<mask>"), ("tiny
           ("tiny-bert-legacy", "[MASK]")]
 CLASSIFIERS = ["tiny-bert-cls", "tiny-roberta-cls", "tiny-distilbert-cls", "tiny-albert-cls",
                "tiny-electra-cls", "agreement-classifier"]
-CAUSAL = ["tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen2-window", "tiny-mistral"]
+CAUSAL = ["tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen2-window", "tiny-mistral", "tiny-qwen3",
+          "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-gemma3-mm", "tiny-phi3"]
+# Decoders read as classifiers: score at the last token; their vocabularies have no [UNK].
+DECODER_CLASSIFIERS = ["tiny-llama-cls", "tiny-qwen2-cls", "tiny-mistral-cls", "tiny-qwen3-cls",
+                       "tiny-gemma-cls", "tiny-gemma2-cls", "tiny-gemma3-cls", "tiny-phi3-cls"]
 
 CASES = (
     [case(f"{m} masked LM, --evaluate --mixing all", m, "--evaluate", "--mixing", "all",
           f"the book {mask} here on the table .") for m, mask in MASKED]
     + [case(f"{m} classifier, --evaluate --mixing all", m, "--evaluate", "--mixing", "all",
             "the book is here on the table .") for m in CLASSIFIERS]
+    + [case(f"{m} decoder classifier, --evaluate --blank pad --mixing all", m, "--evaluate", "--blank",
+            "pad", "--mixing", "all", "the book is here on the table .") for m in DECODER_CLASSIFIERS]
     + [
         case("tiny-bert-cls, --pair --label 1 --evaluate", "tiny-bert-cls", "--pair", "a book on the table",
              "--label", "1", "--evaluate", "the book is here"),
