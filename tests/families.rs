@@ -148,6 +148,19 @@ fn decoder_classifiers_of_every_family() {
     }
 }
 
+/// ModernBERT (issue 62): pre-norm layers, local windows of 2 tokens each side shorter than
+/// the texts, two rotary tables, GeGLU; its masked LM, and classifiers on [CLS] and on the mean.
+#[test]
+fn modernbert_masked_lm_and_classifiers() {
+    for model in [
+        "tiny-modernbert-mlm",
+        "tiny-modernbert-cls",
+        "tiny-modernbert-mean",
+    ] {
+        check(model);
+    }
+}
+
 #[test]
 fn bert_classifier_with_pairs() {
     check("tiny-bert-cls");

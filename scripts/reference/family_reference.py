@@ -41,7 +41,8 @@ import importance as importance_ref  # noqa: E402
 import reference as ref  # noqa: E402
 
 FAMILIES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "distilbert": "distilbert",
-            "albert": "albert", "electra": "electra"}
+            "albert": "albert", "electra": "electra", "modernbert": "modernbert"}
+NO_TOKEN_TYPES = ("distilbert", "modernbert")
 # Decoders read as classifiers (*ForSequenceClassification): `score` at the last token.
 DECODERS = {"llama": "llama", "qwen2": "qwen2", "mistral": "mistral", "qwen3": "qwen3",
             "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3_text", "phi3": "phi3"}
@@ -90,7 +91,7 @@ class Checkpoint:
         post-processor gives them (1 for the second text of a BERT/ALBERT/ELECTRA pair), for every
         family that has token types: transformers 5's AlbertTokenizer leaves token_type_ids out of
         its model_input_names, so a pair would otherwise run with types all 0."""
-        with_types = self.family != "distilbert" and not self.decoder
+        with_types = self.family not in NO_TOKEN_TYPES and not self.decoder
         enc = self.tok(text, pair, add_special_tokens=True, padding=False, truncation=False,
                        return_token_type_ids=with_types, return_tensors="pt")
         if not bool((enc["attention_mask"] == 1).all()):

@@ -272,6 +272,19 @@ def bert_config(vocab_size, tok, **extra):
                       type_vocab_size=2, hidden_act="gelu", **extra)
 
 
+def modernbert_config(vocab_size, tok, **extra):
+    """ModernBERT (issue 62): local layers whose window (local_attention 4: 2 tokens each side)
+    is shorter than the test texts, global ones every second layer, bias-less LayerNorms."""
+    from transformers import ModernBertConfig
+
+    ids = {k: tok.token_to_id(t) for k, t in
+           [("pad_token_id", "[PAD]"), ("cls_token_id", "[CLS]"), ("sep_token_id", "[SEP]"),
+            ("bos_token_id", "[CLS]"), ("eos_token_id", "[SEP]")]}
+    return ModernBertConfig(**{**common(vocab_size, ids["pad_token_id"]), **ids},
+                            max_position_embeddings=POSITIONS, local_attention=4,
+                            global_attn_every_n_layers=2, hidden_activation="gelu", **extra)
+
+
 TWO = ["NEGATIVE", "POSITIVE"]
 # name: (model class, tokenizer kind, tokenizer class, config maker, config extras, seed)
 MODELS = {
@@ -294,6 +307,16 @@ MODELS = {
                          lambda v, t: electra_config(v, t, **labels(TWO)), 30),
     "tiny-bert-cls": ("BertForSequenceClassification", "wordpiece", "BertTokenizer",
                       lambda v, t: bert_config(v, t, **labels(["not_entailment", "entailment"])), 32),
+    "tiny-modernbert-mlm": ("ModernBertForMaskedLM", "wordpiece", "PreTrainedTokenizerFast",
+                            modernbert_config, 33),
+    "tiny-modernbert-cls": ("ModernBertForSequenceClassification", "wordpiece",
+                            "PreTrainedTokenizerFast",
+                            lambda v, t: modernbert_config(v, t, **labels(["negative", "neutral", "positive"])),
+                            34),
+    "tiny-modernbert-mean": ("ModernBertForSequenceClassification", "wordpiece",
+                             "PreTrainedTokenizerFast",
+                             lambda v, t: modernbert_config(v, t, classifier_pooling="mean", **labels(TWO)),
+                             35),
 }
 
 

@@ -461,7 +461,7 @@ impl Explainer {
         let found = resolve_target(&encoding.tokens, given, is_mask)?;
         match (found, task.reads) {
             (Some(target), _) => Ok(target),
-            (None, Reads::First) => Ok(0),
+            (None, Reads::First | Reads::Mean) => Ok(0),
             (None, Reads::Last) => encoding.ids.len().checked_sub(1).ok_or(Error::EmptyText),
             (None, _) => {
                 let tokens = listing(&encoding.tokens);

@@ -131,10 +131,16 @@ pub fn head_values(v: &Tensor, w_o: &Tensor) -> Result<Tensor> {
 
 /// A `Linear` from `dense.weight` `[out, in]` and `dense.bias` `[out]`.
 pub fn load_linear(vb: &WeightPath, input: usize, output: usize) -> Result<Dense> {
-    Ok(Dense::new(
-        vb.get("weight", &[output, input])?,
-        Some(vb.get("bias", &[output])?),
-    ))
+    load_linear_with(vb, input, output, true)
+}
+
+/// The same, with a bias only where `bias` says so.
+pub fn load_linear_with(vb: &WeightPath, input: usize, output: usize, bias: bool) -> Result<Dense> {
+    let shift = match bias {
+        true => Some(vb.get("bias", &[output])?),
+        false => None,
+    };
+    Ok(Dense::new(vb.get("weight", &[output, input])?, shift))
 }
 
 #[cfg(test)]

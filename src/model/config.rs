@@ -48,8 +48,18 @@ pub struct EncoderConfig {
     pub embedding_size: Option<usize>,
     #[serde(default = "default_type_vocab_size")]
     pub type_vocab_size: usize,
-    #[serde(default = "default_layer_norm_eps")]
+    #[serde(default = "default_layer_norm_eps", alias = "norm_eps")]
     pub layer_norm_eps: f64,
+    /// ModernBERT: whether its LayerNorms have a bias (`None`: they do).
+    #[serde(default)]
+    pub norm_bias: Option<bool>,
+    /// ModernBERT: whether its heads' dense layer has a bias (`None`: it does).
+    #[serde(default)]
+    pub classifier_bias: Option<bool>,
+    /// ModernBERT: what a classifier reads, "cls" (the first token) or "mean" (every token's
+    /// average).
+    #[serde(default)]
+    pub classifier_pooling: Option<String>,
     #[serde(default)]
     pub pad_token_id: Option<usize>,
     #[serde(default)]

@@ -82,6 +82,8 @@ pub struct ClassifierNames {
     /// `None`: the projection reads the hidden state itself (a decoder's `score`).
     pub dense: Option<&'static str>,
     pub activation: Activation,
+    /// A LayerNorm after the activation (ModernBERT's `head.norm`).
+    pub norm: Option<&'static str>,
     /// With a bias where there is a dense layer.
     pub output: &'static str,
     /// The token read: the first (an encoder's [CLS]) or the last (a decoder's).

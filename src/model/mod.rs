@@ -215,11 +215,12 @@ impl Model {
         let logits = match &self.head {
             Some(head) => {
                 let read = match head.task().reads {
-                    Reads::Target => at,
-                    Reads::First => 0,
-                    Reads::Last => hidden.dim(1)? - 1,
+                    Reads::Target => hidden.i((.., at, ..))?,
+                    Reads::First => hidden.i((.., 0, ..))?,
+                    Reads::Last => hidden.i((.., hidden.dim(1)? - 1, ..))?,
+                    Reads::Mean => hidden.mean(1)?,
                 };
-                Some(head.forward(&hidden.i((.., read, ..))?)?)
+                Some(head.forward(&read)?)
             }
             None => None,
         };

@@ -15,11 +15,17 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     pub fn load(vb: &WeightPath, size: usize, eps: f64) -> Result<Self> {
-        Ok(Self::new(
-            vb.get("weight", &[size])?,
-            vb.get("bias", &[size])?,
-            eps,
-        ))
+        Self::load_with(vb, size, eps, true)
+    }
+
+    /// With a bias where `bias` says so, else none (a zero shift; ModernBERT's norms).
+    pub fn load_with(vb: &WeightPath, size: usize, eps: f64, bias: bool) -> Result<Self> {
+        let weight = vb.get("weight", &[size])?;
+        let shift = match bias {
+            true => vb.get("bias", &[size])?,
+            false => weight.zeros_like()?,
+        };
+        Ok(Self::new(weight, shift, eps))
     }
 
     pub fn new(weight: Tensor, bias: Tensor, eps: f64) -> Self {

@@ -40,6 +40,7 @@ pub const FAMILY: Family = Family {
     classifier: ClassifierNames {
         dense: Some("pooler"),
         activation: Activation::Tanh,
+        norm: None,
         output: "classifier",
         reads: Reads::First,
     },

@@ -25,6 +25,7 @@ pub const FAMILY: Family = Family {
     classifier: ClassifierNames {
         dense: Some("pooler.dense"),
         activation: Activation::Tanh,
+        norm: None,
         output: "classifier",
         reads: Reads::First,
     },

@@ -50,6 +50,7 @@ const fn family(name: &'static str) -> Family {
         classifier: ClassifierNames {
             dense: None,
             activation: Activation::Tanh,
+            norm: None,
             output: "score",
             reads: Reads::Last,
         },

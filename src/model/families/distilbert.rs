@@ -39,6 +39,7 @@ pub const FAMILY: Family = Family {
     classifier: ClassifierNames {
         dense: Some("pre_classifier"),
         activation: Activation::Relu,
+        norm: None,
         output: "classifier",
         reads: Reads::First,
     },

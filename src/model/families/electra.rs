@@ -31,6 +31,7 @@ pub const FAMILY: Family = Family {
     classifier: ClassifierNames {
         dense: Some("classifier.dense"),
         activation: Activation::Gelu,
+        norm: None,
         output: "classifier.out_proj",
         reads: Reads::First,
     },

@@ -11,6 +11,7 @@ pub mod gemma;
 pub mod gemma3;
 pub mod gpt2;
 pub mod llama;
+pub mod modernbert;
 pub mod phi3;
 pub mod qwen3;
 pub mod roberta;
@@ -25,12 +26,13 @@ use crate::error::{Error, Result};
 use decoder_classifier::classifier_family;
 
 /// The supported encoder families.
-const FAMILIES: [&Family; 5] = [
+const FAMILIES: [&Family; 6] = [
     &bert::FAMILY,
     &roberta::FAMILY,
     &distilbert::FAMILY,
     &albert::FAMILY,
     &electra::FAMILY,
+    &modernbert::FAMILY,
 ];
 
 /// The supported decoder families.

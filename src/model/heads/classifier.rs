@@ -7,10 +7,11 @@ use super::{Head, HeadKind, Predicts, Reads, Task};
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
 use crate::linalg::Dense;
-use crate::model::attention::load_linear;
+use crate::model::attention::load_linear_with;
 use crate::model::config::{Activation, EncoderConfig};
 use crate::model::family::ClassifierNames;
 use crate::model::layer::activate;
+use crate::model::norm::LayerNorm;
 
 pub const TASK: Task = Task {
     name: "sequence-classification",
@@ -23,6 +24,12 @@ pub const TASK: Task = Task {
 /// The same task read at the last token (a decoder's classifier).
 const LAST_TOKEN: Task = Task {
     reads: Reads::Last,
+    ..TASK
+};
+
+/// The same task read from every token's average (ModernBERT's mean pooling).
+const MEAN_POOLED: Task = Task {
+    reads: Reads::Mean,
     ..TASK
 };
 
@@ -49,6 +56,7 @@ pub const KIND: HeadKind = HeadKind {
 pub struct ClassificationHead {
     dense: Option<Dense>,
     activation: Activation,
+    norm: Option<LayerNorm>,
     output: Dense,
     labels: usize,
     reads: Reads,
@@ -68,15 +76,26 @@ impl ClassificationHead {
             Some(_) => Some(output.get("bias", &[labels])?),
             None => None,
         };
+        let dense_bias = config.classifier_bias.unwrap_or(true);
+        let norm_bias = config.norm_bias.unwrap_or(true);
+        let eps = config.layer_norm_eps;
+        let reads = match config.classifier_pooling.as_deref() {
+            Some("mean") => Reads::Mean,
+            _ => names.reads,
+        };
         Ok(Self {
             dense: names
                 .dense
-                .map(|dense| load_linear(&vb.pp(dense), hidden, hidden))
+                .map(|dense| load_linear_with(&vb.pp(dense), hidden, hidden, dense_bias))
                 .transpose()?,
             activation: names.activation,
+            norm: names
+                .norm
+                .map(|norm| LayerNorm::load_with(&vb.pp(norm), hidden, eps, norm_bias))
+                .transpose()?,
             output: Dense::new(output.get("weight", &[labels, hidden])?, bias),
             labels,
-            reads: names.reads,
+            reads,
         })
     }
 }
@@ -85,6 +104,7 @@ impl Head for ClassificationHead {
     fn task(&self) -> Task {
         match self.reads {
             Reads::Last => LAST_TOKEN,
+            Reads::Mean => MEAN_POOLED,
             _ => TASK,
         }
     }
@@ -98,6 +118,10 @@ impl Head for ClassificationHead {
         let x = match &self.dense {
             Some(dense) => activate(self.activation, &dense.forward(hidden)?)?,
             None => hidden.clone(),
+        };
+        let x = match &self.norm {
+            Some(norm) => norm.forward(&x)?,
+            None => x,
         };
         Ok(self.output.forward(&x)?)
     }

@@ -7,7 +7,7 @@ use super::{Head, HeadKind, Predicts, Reads, Task};
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
 use crate::linalg::Dense;
-use crate::model::attention::load_linear;
+use crate::model::attention::load_linear_with;
 use crate::model::config::{Activation, EncoderConfig};
 use crate::model::family::MaskedLmNames;
 use crate::model::layer::activate;
@@ -78,8 +78,18 @@ impl MaskedLmHead {
             vb.get(names.bias, &[vocab])?
         };
         Ok(Self {
-            dense: load_linear(&vb.pp(names.dense), hidden, width)?,
-            layer_norm: LayerNorm::load(&vb.pp(names.norm), width, config.layer_norm_eps)?,
+            dense: load_linear_with(
+                &vb.pp(names.dense),
+                hidden,
+                width,
+                config.classifier_bias.unwrap_or(true),
+            )?,
+            layer_norm: LayerNorm::load_with(
+                &vb.pp(names.norm),
+                width,
+                config.layer_norm_eps,
+                config.norm_bias.unwrap_or(true),
+            )?,
             decoder: Dense::new(weight, Some(bias)),
             activation: names.activation.unwrap_or(config.hidden_act),
         })

@@ -51,6 +51,9 @@ pub enum Reads {
     /// At the last token, as First otherwise (a decoder's classifier: the last token is the
     /// one that has seen the whole text).
     Last,
+    /// The average of every token's (ModernBERT's `classifier_pooling: mean`), as First
+    /// otherwise: the maps are the first token's unless another position is given.
+    Mean,
 }
 
 impl Task {
