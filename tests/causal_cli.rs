@@ -203,10 +203,7 @@ fn bad_input_gets_clear_errors() {
     fails(
         &["--model", &bert, "--generate", "3", "a [MASK] b"],
         2,
-        &[
-            "--generate applies to causal language models",
-            "is an encoder",
-        ],
+        &["--generate applies to causal language models", "is not one"],
     );
 }
 
@@ -219,7 +216,10 @@ fn broken_or_foreign_checkpoints_are_named() {
     fails(
         &["--model", &falcon.path().display().to_string(), PROMPT],
         1,
-        &["\"falcon\"", "electra, gpt2, llama, qwen2, mistral"],
+        &[
+            "\"falcon\"",
+            "electra, modernbert, gpt2, llama, qwen2, mistral, qwen3, gemma, gemma2",
+        ],
     );
 
     let wide = copy_of_tiny(&[]);

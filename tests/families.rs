@@ -329,7 +329,7 @@ fn broken_checkpoints_are_named_in_every_family() {
             1,
             &[
                 "\"t5\"",
-                "bert, roberta, xlm-roberta, distilbert, albert, electra, gpt2",
+                "bert, roberta, xlm-roberta, distilbert, albert, electra, modernbert, gpt2",
             ],
         );
     }

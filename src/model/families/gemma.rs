@@ -12,7 +12,7 @@ use crate::model::decoder::{Gate, RotaryDecoder, Spec};
 use crate::model::decoder_config::{Defaults, Read};
 
 pub const DECODER: Decoder = Decoder {
-    model_types: &["gemma2", "gemma"],
+    model_types: &["gemma", "gemma2"],
     load: |config, weights| Ok(Box::new(RotaryDecoder::load(weights, spec(config)?)?)),
     spec: Some(spec),
 };
