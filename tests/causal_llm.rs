@@ -172,27 +172,19 @@ fn unsupported_configs_and_broken_shards_are_named() {
     );
 }
 
-/// The report of `model` (a folder) on `prompt`, greedy, with flow.
+/// The report of `model` (a folder) on `prompt`, greedy, with flow, its model path left out.
 fn report_of(model: &std::path::Path, prompt: &str) -> serde_json::Value {
-    let output = bin()
-        .arg("--model")
-        .arg(model)
-        .args([
-            "--json",
-            "--generate",
-            "6",
-            "--correction",
-            "--flow",
-            prompt,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut cmd = bin();
+    cmd.arg("--model").arg(model);
+    cmd.args([
+        "--json",
+        "--generate",
+        "6",
+        "--correction",
+        "--flow",
+        prompt,
+    ]);
+    let mut report: serde_json::Value = common::report_of(&mut cmd);
     report["model"] = serde_json::Value::Null;
     report
 }

@@ -8,6 +8,7 @@
 use candle_core::{IndexOp, Module, Tensor};
 use candle_nn::Embedding;
 
+use super::attention::load_linear_with;
 use super::body::Body;
 use super::causal::{
     cached_attention, decoder_internals, AfterAttention, Attended, CausalDims, CausalLm, KvCache,
@@ -284,12 +285,12 @@ impl DecoderLayer {
         let bias = spec.biases.mlp;
         let (gate_proj, up_proj) = match spec.fused {
             true => {
-                let both = linear(&mlp.pp("gate_up_proj"), h, 2 * inner, bias)?;
+                let both = load_linear_with(&mlp.pp("gate_up_proj"), h, 2 * inner, bias)?;
                 (both.rows(0, inner)?, both.rows(inner, inner)?)
             }
             false => (
-                linear(&mlp.pp("gate_proj"), h, inner, bias)?,
-                linear(&mlp.pp("up_proj"), h, inner, bias)?,
+                load_linear_with(&mlp.pp("gate_proj"), h, inner, bias)?,
+                load_linear_with(&mlp.pp("up_proj"), h, inner, bias)?,
             ),
         };
         let (after_attention, before_mlp, after_mlp) = match spec.sandwich {
@@ -312,7 +313,7 @@ impl DecoderLayer {
             after_mlp,
             gate_proj,
             up_proj,
-            down_proj: linear(&mlp.pp("down_proj"), inner, h, bias)?,
+            down_proj: load_linear_with(&mlp.pp("down_proj"), inner, h, bias)?,
             gate: spec.gate,
             rope: spec.layers[index].rope,
         })
@@ -399,14 +400,15 @@ impl Attention {
         let bias = spec.biases.qkv;
         let (q_proj, k_proj, v_proj) = match spec.fused {
             true => {
-                let all = linear(&vb.pp("qkv_proj"), h, (heads + 2 * kv_heads) * d, bias)?;
+                let all =
+                    load_linear_with(&vb.pp("qkv_proj"), h, (heads + 2 * kv_heads) * d, bias)?;
                 let (q, kv) = (heads * d, kv_heads * d);
                 (all.rows(0, q)?, all.rows(q, kv)?, all.rows(q + kv, kv)?)
             }
             false => (
-                linear(&vb.pp("q_proj"), h, heads * d, bias)?,
-                linear(&vb.pp("k_proj"), h, kv_heads * d, bias)?,
-                linear(&vb.pp("v_proj"), h, kv_heads * d, bias)?,
+                load_linear_with(&vb.pp("q_proj"), h, heads * d, bias)?,
+                load_linear_with(&vb.pp("k_proj"), h, kv_heads * d, bias)?,
+                load_linear_with(&vb.pp("v_proj"), h, kv_heads * d, bias)?,
             ),
         };
         let qk_norm = match spec.qk_norm {
@@ -420,7 +422,7 @@ impl Attention {
             q_proj,
             k_proj,
             v_proj,
-            o_proj: linear(&vb.pp("o_proj"), heads * d, h, spec.biases.output)?,
+            o_proj: load_linear_with(&vb.pp("o_proj"), heads * d, h, spec.biases.output)?,
             qk_norm,
             heads,
             kv_heads,
@@ -472,13 +474,4 @@ impl Attention {
             .contiguous()?
             .reshape((b, kv * group, n, d))?)
     }
-}
-
-/// `weight` `[out, in]`, with `bias` `[out]` when the config says so.
-fn linear(vb: &WeightPath, input: usize, output: usize, bias: bool) -> Result<Dense> {
-    let b = match bias {
-        true => Some(vb.get("bias", &[output])?),
-        false => None,
-    };
-    Ok(Dense::new(vb.get("weight", &[output, input])?, b))
 }
