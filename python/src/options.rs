@@ -117,9 +117,10 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
     let blank = match string("blank")?.as_deref() {
         None | Some("unk") => Blank::Unk,
         Some("mask") => Blank::Mask,
+        Some("pad") => Blank::Pad,
         Some(other) => {
             return Err(usage(format!(
-                "blank={other:?} is not a blank-out token; choose unk or mask"
+                "blank={other:?} is not a blank-out token; choose unk, mask or pad"
             )))
         }
     };
