@@ -41,12 +41,15 @@ pub struct Importance {
     pub blank_token: String,
     /// `‖∂p/∂e_j‖₂`, with `e_j` the word embedding of token j.
     pub gradient_norm: Vec<f64>,
-    /// `Σ_d (∂p/∂e_j)_d · (e_j)_d`: signed, positive where the token raises p.
+    /// `Σ_d (∂p/∂e_j)_d · (e_j)_d`: signed, positive where the token raises p; 0 where the
+    /// model answers e and αe alike (ModernBERT, DeBERTa-v3: a norm reads the words alone).
     pub gradient_x_input: Vec<f64>,
     /// `p − p(token j blanked)`: positive where blanking the token lowers p.
     pub blank_out: Vec<f64>,
-    /// The paper's scores, as its code (samiraabnar/attention_flow) computes them:
-    /// `|Σ_d (∂p/∂e_j)_d|`, the absolute sum of the gradient's components;
+    /// The paper's code's "grad" and "inputgrad" (samiraabnar/attention_flow), taken at the
+    /// word embeddings (its notebooks take them at the block's output, below):
+    /// `|Σ_d (∂p/∂e_j)_d|`, the absolute sum of the gradient's components (0 where a
+    /// LayerNorm's mean comes first: every post-norm encoder, ModernBERT);
     #[serde(default)]
     pub gradient_sum_abs: Vec<f64>,
     /// `|Σ_d (∂p/∂e_j)_d · (e_j)_d|`, gradient × input without its sign;
@@ -209,8 +212,18 @@ pub fn importance(
     let embedding_x_input = host(&(&at_block * &block)?.sum(D::Minus1)?)?;
     let embeddings = words.as_tensor().squeeze(0)?;
     let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
-    let gradient_x_input = host(&(&grad * &embeddings)?.sum(D::Minus1)?)?;
-    let gradient_sum = host(&grad.sum(D::Minus1)?)?;
+    // Where the model answers e and αe alike, the sum is the derivative along e: zero, and
+    // what f32 arithmetic leaves of it is rounding, not a ranking.
+    let gradient_x_input = match model.scale_free_words() {
+        true => vec![0.0; ids.len()],
+        false => host(&(&grad * &embeddings)?.sum(D::Minus1)?)?,
+    };
+    // The same for the derivative along the all-ones direction, where a LayerNorm's mean
+    // comes first.
+    let gradient_sum = match model.shift_free_words() {
+        true => vec![0.0; ids.len()],
+        false => host(&grad.sum(D::Minus1)?)?,
+    };
     let baseline = scalar(&p)?;
     let blank_out: Vec<f64> = blank_out(model, ids, types, target, query)?
         .iter()

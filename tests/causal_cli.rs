@@ -218,7 +218,7 @@ fn broken_or_foreign_checkpoints_are_named() {
         1,
         &[
             "\"falcon\"",
-            "electra, modernbert, gpt2, llama, qwen2, mistral, qwen3, gemma, gemma2",
+            "electra, modernbert, deberta-v2, gpt2, llama, qwen2, mistral, qwen3, gemma, gemma2",
         ],
     );
 

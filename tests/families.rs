@@ -161,6 +161,22 @@ fn modernbert_masked_lm_and_classifiers() {
     }
 }
 
+/// DeBERTa (issue 62): v3's layout (relative positions only, 8 log buckets that the texts
+/// reach, shared projections, the relative table normed, the masked LM under
+/// `lm_predictions`) and v2's (absolute positions too, positions clamped at 6, projections of
+/// their own, token types in a pair, a factorised embedding, the legacy masked-LM names); the
+/// classifier through the context pooler.
+#[test]
+fn deberta_masked_lms_and_classifier() {
+    for model in [
+        "tiny-deberta-mlm",
+        "tiny-deberta-v2-mlm",
+        "tiny-deberta-cls",
+    ] {
+        check(model);
+    }
+}
+
 #[test]
 fn bert_classifier_with_pairs() {
     check("tiny-bert-cls");
@@ -329,7 +345,7 @@ fn broken_checkpoints_are_named_in_every_family() {
             1,
             &[
                 "\"t5\"",
-                "bert, roberta, xlm-roberta, distilbert, albert, electra, modernbert, gpt2",
+                "bert, roberta, xlm-roberta, distilbert, albert, electra, modernbert, deberta-v2, gpt2",
             ],
         );
     }

@@ -41,7 +41,7 @@ import importance as importance_ref  # noqa: E402
 import reference as ref  # noqa: E402
 
 FAMILIES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "distilbert": "distilbert",
-            "albert": "albert", "electra": "electra", "modernbert": "modernbert"}
+            "albert": "albert", "electra": "electra", "modernbert": "modernbert", "deberta-v2": "deberta-v2"}
 NO_TOKEN_TYPES = ("distilbert", "modernbert")
 # Decoders read as classifiers (*ForSequenceClassification): `score` at the last token.
 DECODERS = {"llama": "llama", "qwen2": "qwen2", "mistral": "mistral", "qwen3": "qwen3",
@@ -260,6 +260,7 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
         wide = {k: v.expand(batch.shape[0], -1) for k, v in extra.items()}
         return ck.probabilities(ck.model(inputs_embeds=batch, **wide).logits, t)[:, wid]
 
+    along, sums = importance_ref.directional(probability, words.detach(), grad)
     baseline = ck.model.get_input_embeddings()(torch.full_like(ids, blank_id)).detach()
     ig, completeness = importance_ref.integrated_gradients(probability, words.detach(), baseline)
     drops = []
@@ -284,9 +285,9 @@ def importance(model_dir, text, pair=None, target=None, word=None, label=None, b
         "probability": float(p.detach()),
         "blank_token": blank_token,
         "gradient_norm": [float(v) for v in grad.norm(dim=-1)],
-        "gradient_x_input": [float(v) for v in (grad * words[0].detach()).sum(dim=-1)],
+        "gradient_x_input": [float(v) for v in along],
         "blank_out": drops,
-        **importance_ref.paper_scores(grad, words[0].detach(), drops),
+        **importance_ref.paper_scores(along, sums, drops),
         "integrated_gradients": ig,
         "integrated_gradients_check": completeness,
         **block.scores(),

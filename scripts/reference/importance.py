@@ -76,13 +76,14 @@ def importance(model_dir, text, target=None, word=None, blank="unk"):
     p.backward()
     grad = words.grad[0]
     gradient_norm = grad.norm(dim=-1)
-    gradient_x_input = (grad * words[0].detach()).sum(dim=-1)
 
     blank_id = tok.unk_token_id if blank == "unk" else tok.mask_token_id
 
     def probability(batch):
         wide = {k: v.expand(batch.shape[0], -1) for k, v in extra.items()}
         return torch.softmax(model(inputs_embeds=batch, **wide).logits[:, target], dim=-1)[:, wid]
+
+    gradient_x_input, sums = directional(probability, words.detach(), grad)
 
     baseline = embeddings(torch.full_like(ids, blank_id)).detach()
     ig, completeness = integrated_gradients(probability, words.detach(), baseline)
@@ -101,7 +102,7 @@ def importance(model_dir, text, target=None, word=None, blank="unk"):
         "gradient_norm": [float(v) for v in gradient_norm],
         "gradient_x_input": [float(v) for v in gradient_x_input],
         "blank_out": drops,
-        **paper_scores(grad, words[0].detach(), drops),
+        **paper_scores(gradient_x_input, sums, drops),
         "integrated_gradients": ig,
         "integrated_gradients_check": completeness,
         **block.scores(),
@@ -176,12 +177,37 @@ def integrated_gradients(probability, words, baseline, steps=STEPS):
     }
 
 
-def paper_scores(grad, embeddings, drops):
-    """The paper's code's scores from the gradient [n, d], the word embeddings [n, d] and the
-    signed blank-out drops."""
+def directional(probability, words, grad):
+    """Σ_d g_jd·e_jd and Σ_d g_jd per token (g = ∂p/∂e): p's derivatives along each token's
+    word embedding and along the all-ones direction. Where the model answers alike after every
+    token moves that way (p(1.5·e) = p(e) within 1e-3 of p: a norm reads the word embeddings alone, ModernBERT
+    and DeBERTa-v3; p(e + 0.5) = p(e): a LayerNorm's mean comes first, every post-norm
+    encoder), the derivative is zero in exact arithmetic and float32 leaves only rounding of
+    it: written as 0, as bert-explain writes it, after checking that it is rounding (under
+    1e-3 of the largest Σ_d |g_jd·e_jd|, or Σ_d |g_jd|). `probability` maps a batch of word
+    embeddings [b, n, d] to p [b]; `words` is [1, n, d], `grad` [n, d]."""
+    import torch
+
+    e = words[0].detach()
+    with torch.no_grad():
+        p, scaled, shifted = (float(v) for v in probability(torch.cat([words, 1.5 * words, words + 0.5])))
+    sums = []
+    for moved, terms in ((scaled, grad * e), (shifted, grad)):
+        total = terms.sum(dim=-1)
+        if abs(moved - p) <= 1e-3 * abs(p):
+            if total.abs().max() > 1e-3 * terms.abs().sum(dim=-1).max():
+                ref.fail(f"p is unmoved ({moved} vs {p}) but its derivative that way is {total.tolist()}")
+            total = torch.zeros_like(total)
+        sums.append(total)
+    return sums
+
+
+def paper_scores(along, sums, drops):
+    """The paper's code's scores taken at the word embeddings, from `directional`'s sums and
+    the signed blank-out drops."""
     return {
-        "gradient_sum_abs": [abs(float(v)) for v in grad.sum(dim=-1)],
-        "gradient_x_input_abs": [abs(float(v)) for v in (grad * embeddings).sum(dim=-1)],
+        "gradient_sum_abs": [abs(float(v)) for v in sums],
+        "gradient_x_input_abs": [abs(float(v)) for v in along],
         "blank_out_abs": [abs(d) for d in drops],
     }
 

@@ -105,7 +105,7 @@ def byte_level_bpe():
     return tok
 
 
-def unigram(specials, mask, lowercase, template):
+def unigram(specials, mask, lowercase, template, unk="<unk>"):
     """A SentencePiece-style Unigram tokenizer (▁ pieces, Metaspace): every corpus word as one
     piece scored by its log frequency, then suffixes and single characters as fallbacks
     ("backache" is left out so that it splits as ▁back + ache)."""
@@ -137,12 +137,12 @@ def unigram(specials, mask, lowercase, template):
         if piece not in seen:
             seen.add(piece)
             vocab.append((piece, score))
-    tok = Tokenizer(models.Unigram(vocab, unk_id=specials.index("<unk>"), byte_fallback=False))
+    tok = Tokenizer(models.Unigram(vocab, unk_id=specials.index(unk), byte_fallback=False))
     tok.normalizer = normalizer
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials if t != "<unk>"]
-                           + [AddedToken("<unk>", normalized=False, special=True),
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials if t != unk]
+                           + [AddedToken(unk, normalized=False, special=True),
                               AddedToken(mask, lstrip=True, rstrip=False, normalized=False, special=True)])
     tok.post_processor = template(tok)
     return tok
@@ -184,6 +184,9 @@ TOKENIZERS = {
     "xlmr": lambda vocab: unigram(["<s>", "<pad>", "</s>", "<unk>"], "<mask>", False, xlmr_template),
     "albert": lambda vocab: unigram(["<pad>", "<unk>", "[CLS]", "[SEP]"], "[MASK]", True, bert_template),
     "wordpiece": wordpiece,
+    # DeBERTa-v3's layout: [PAD] [CLS] [SEP] [UNK] first, cased, [MASK] added last.
+    "deberta": lambda vocab: unigram(["[PAD]", "[CLS]", "[SEP]", "[UNK]"], "[MASK]", False, bert_template,
+                                     unk="[UNK]"),
 }
 
 # tokenizer_config.json per tokenizer kind: the class real checkpoints name, and the specials.
@@ -197,6 +200,9 @@ TOKENIZER_CONFIG = {
                "do_lower_case": True, "keep_accents": False},
     "wordpiece": {"sep_token": "[SEP]", "cls_token": "[CLS]", "unk_token": "[UNK]", "pad_token": "[PAD]",
                   "mask_token": "[MASK]", "do_lower_case": True},
+    "deberta": {"bos_token": "[CLS]", "eos_token": "[SEP]", "sep_token": "[SEP]", "cls_token": "[CLS]",
+                "unk_token": "[UNK]", "pad_token": "[PAD]", "mask_token": "[MASK]", "do_lower_case": False,
+                "split_by_punct": False, "vocab_type": "spm"},
 }
 
 
@@ -285,6 +291,30 @@ def modernbert_config(vocab_size, tok, **extra):
                             global_attn_every_n_layers=2, hidden_activation="gelu", **extra)
 
 
+def deberta_config(vocab_size, tok, v3=True, **extra):
+    """DeBERTa (issue 62). v3's layout: relative attention only (no absolute positions), 8 log
+    buckets (|δ| > 4 shares buckets, so the test texts reach them) up to 64 positions, c2p and
+    p2c through the layer's own projections, the relative table normed, no token types.
+    v2's older layout: absolute positions too, plain relative positions clamped at 6 (shorter
+    than the texts), c2p|p2c as a string, projections of their own, token types, a factorised
+    embedding (16 → 32), and the legacy masked-LM names."""
+    from transformers import DebertaV2Config
+
+    ids = {"pad_token_id": tok.token_to_id("[PAD]"), "bos_token_id": tok.token_to_id("[CLS]"),
+           "eos_token_id": tok.token_to_id("[SEP]")}
+    if v3:
+        layout = dict(position_biased_input=False, position_buckets=8, max_relative_positions=POSITIONS,
+                      pos_att_type=["p2c", "c2p"], share_att_key=True, norm_rel_ebd="layer_norm",
+                      type_vocab_size=0, legacy=False)
+    else:
+        layout = dict(position_biased_input=True, max_relative_positions=6, pos_att_type="c2p|p2c",
+                      share_att_key=False, norm_rel_ebd="none", type_vocab_size=2, embedding_size=EMBEDDING,
+                      legacy=True)
+    return DebertaV2Config(**{**common(vocab_size, ids["pad_token_id"]), **ids},
+                           max_position_embeddings=POSITIONS, relative_attention=True, hidden_act="gelu",
+                           layer_norm_eps=1e-7, pooler_hidden_act="gelu", **layout, **extra)
+
+
 TWO = ["NEGATIVE", "POSITIVE"]
 # name: (model class, tokenizer kind, tokenizer class, config maker, config extras, seed)
 MODELS = {
@@ -317,6 +347,11 @@ MODELS = {
                              "PreTrainedTokenizerFast",
                              lambda v, t: modernbert_config(v, t, classifier_pooling="mean", **labels(TWO)),
                              35),
+    "tiny-deberta-mlm": ("DebertaV2ForMaskedLM", "deberta", "DebertaV2Tokenizer", deberta_config, 36),
+    "tiny-deberta-v2-mlm": ("DebertaV2ForMaskedLM", "deberta", "DebertaV2Tokenizer",
+                            lambda v, t: deberta_config(v, t, v3=False), 37),
+    "tiny-deberta-cls": ("DebertaV2ForSequenceClassification", "deberta", "DebertaV2Tokenizer",
+                         lambda v, t: deberta_config(v, t, **labels(["negative", "neutral", "positive"])), 38),
 }
 
 

@@ -20,6 +20,16 @@ pub struct Attention {
     layer_norm: LayerNorm,
     heads: usize,
     head_size: usize,
+    /// A family's own attention logits; `None`: q·kᵀ / √head_size.
+    scores: Option<Box<dyn Scores>>,
+}
+
+/// The logits a family's attention takes the softmax of, where they are not BERT's scaled
+/// dot product (DeBERTa's disentangled attention adds relative-position terms).
+pub trait Scores: Send + Sync {
+    /// `q`, `k`: `[b, heads, n, head_size]`, the layer's queries and keys → `[b, heads, n,
+    /// n]`, row i the logits of what position i attends to.
+    fn scores(&self, q: &Tensor, k: &Tensor) -> Result<Tensor>;
 }
 
 /// What one attention block computes.
@@ -61,7 +71,16 @@ impl Attention {
             )?,
             heads: config.num_attention_heads,
             head_size: config.head_size(),
+            scores: None,
         })
+    }
+
+    /// The same block with a family's own attention logits.
+    pub fn with_scores(self, scores: Box<dyn Scores>) -> Self {
+        Self {
+            scores: Some(scores),
+            ..self
+        }
     }
 
     /// `x`: `[b, n, hidden]`. No padding mask: every sequence fills all n positions.
@@ -85,8 +104,10 @@ impl Attention {
             None => self.value.forward(x)?,
         };
         let v = split(v)?;
-        let scale = 1.0 / (self.head_size as f64).sqrt();
-        let scores = (matmul(&q, &k.t()?)? * scale)?;
+        let scores = match &self.scores {
+            Some(own) => own.scores(&q, &k)?,
+            None => (matmul(&q, &k.t()?)? * (1.0 / (self.head_size as f64).sqrt()))?,
+        };
         let (probs, probe) = probe(candle_nn::ops::softmax(&scores, D::Minus1)?, keep)?;
         let context = matmul(&probs, &v)?
             .transpose(1, 2)?
@@ -177,6 +198,7 @@ mod tests {
             layer_norm: LayerNorm::new(random(&[hidden], 5.0), beta.clone(), 1e-12),
             heads,
             head_size: hidden / heads,
+            scores: None,
         };
         let x = random(&[1, n, hidden], 6.0);
         let keep = Keep {

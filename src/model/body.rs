@@ -7,7 +7,7 @@
 use candle_core::Tensor;
 
 use super::config::EncoderConfig;
-use super::embeddings::Embeddings;
+use super::embeddings::{Embeddings, InputEmbeddings};
 use super::family::Family;
 use super::layer::Layer;
 use super::{Keep, LayerTrace};
@@ -40,22 +40,42 @@ pub trait Body: Send + Sync {
 
     /// `[vocab, width]`: the word embeddings, which a head may share.
     fn word_table(&self) -> &Tensor;
+
+    /// Whether the layers see the word embeddings only through a normalisation of them
+    /// alone (nothing added before it: ModernBERT, DeBERTa-v3): the model then answers e and
+    /// αe alike, and gradient × input at the words, the derivative along e, is zero.
+    fn scale_free_words(&self) -> bool {
+        false
+    }
+
+    /// Whether a LayerNorm's mean comes first on every path from the word embeddings (every
+    /// post-norm encoder, ModernBERT): the model then answers e and e + c·1 alike, and the
+    /// sum of the gradient's components at the words is zero.
+    fn shift_free_words(&self) -> bool {
+        false
+    }
 }
 
-/// BERT's body: embeddings, then post-LayerNorm layers, with the family's tensor names.
+/// BERT's body: embeddings, then post-LayerNorm layers, with the family's tensor names (or a
+/// family's own embeddings and attention logits, [`PostNormBody::new`]).
 pub struct PostNormBody {
-    embeddings: Embeddings,
+    embeddings: Box<dyn InputEmbeddings>,
     layers: Vec<Layer>,
 }
 
 impl PostNormBody {
+    /// A body of a family's own parts.
+    pub fn new(embeddings: Box<dyn InputEmbeddings>, layers: Vec<Layer>) -> Self {
+        Self { embeddings, layers }
+    }
+
     /// `root`: the checkpoint's tensors under the family's base prefix.
     pub fn load(root: &WeightPath, family: &Family, config: &EncoderConfig) -> Result<Self> {
         let embeddings = Embeddings::load(root, &family.embeddings, config)?;
         let layers = (0..config.num_hidden_layers)
             .map(|i| Layer::load(&root.pp(&(family.layer.prefix)(i)), &family.layer, config))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { embeddings, layers })
+        Ok(Self::new(Box::new(embeddings), layers))
     }
 }
 
@@ -95,5 +115,13 @@ impl Body for PostNormBody {
 
     fn word_table(&self) -> &Tensor {
         self.embeddings.word_table()
+    }
+
+    fn scale_free_words(&self) -> bool {
+        self.embeddings.scale_free()
+    }
+
+    fn shift_free_words(&self) -> bool {
+        self.embeddings.shift_free()
     }
 }

@@ -13,6 +13,32 @@ use super::norm::LayerNorm;
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
+/// What turns ids into the first layer's input in a post-norm body: BERT's [`Embeddings`], or
+/// a family's own (DeBERTa's).
+pub trait InputEmbeddings: Send + Sync {
+    /// `input_ids`: `[b, n]` u32 → the word embeddings alone, `[b, n, width]`.
+    fn words(&self, input_ids: &Tensor) -> Result<Tensor>;
+
+    /// `words`: `[b, n, width]` (from [`Self::words`], or any input embeddings) and the token
+    /// types `[b, n]` u32 (`None`: all 0) → the first layer's input, `[b, n, hidden]`.
+    fn forward(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor>;
+
+    /// How many tokens the positions allow.
+    fn max_tokens(&self) -> usize;
+
+    /// The word embedding table, `[vocab, width]` (tied decoders reuse it).
+    fn word_table(&self) -> &Tensor;
+
+    /// Whether only the words reach the norm ([`crate::model::Body::scale_free_words`]).
+    fn scale_free(&self) -> bool {
+        false
+    }
+
+    /// Whether the norm reads the words' sum unprojected
+    /// ([`crate::model::Body::shift_free_words`]).
+    fn shift_free(&self) -> bool;
+}
+
 pub struct Embeddings {
     word: Embedding,
     position: Embedding,
@@ -20,6 +46,20 @@ pub struct Embeddings {
     layer_norm: LayerNorm,
     projection: Option<Dense>,
     position_offset: usize,
+}
+
+/// `sum` (`[b, n, width]`) plus each position's token-type embedding from `table`, where the
+/// family has token types (`types`: `[b, n]` u32; `None`: all 0).
+pub fn add_types(sum: Tensor, table: Option<&Embedding>, types: Option<&Tensor>) -> Result<Tensor> {
+    let Some(table) = table else {
+        return Ok(sum);
+    };
+    let added = match types {
+        Some(types) => table.forward(types)?,
+        // Type 0 everywhere: its row, broadcast.
+        None => table.embeddings().get(0)?.unsqueeze(0)?.unsqueeze(0)?,
+    };
+    Ok(sum.broadcast_add(&added)?)
 }
 
 impl Embeddings {
@@ -52,41 +92,33 @@ impl Embeddings {
             position_offset: (names.position_offset)(config),
         })
     }
+}
 
-    /// The word embedding table, `[vocab, width]` (tied decoders reuse it).
-    pub fn word_table(&self) -> &Tensor {
+impl InputEmbeddings for Embeddings {
+    /// The LayerNorm comes before any projection.
+    fn shift_free(&self) -> bool {
+        true
+    }
+
+    fn word_table(&self) -> &Tensor {
         self.word.embeddings()
     }
 
-    /// How many tokens fit the position table.
-    pub fn max_tokens(&self) -> usize {
+    fn max_tokens(&self) -> usize {
         self.position.embeddings().dims()[0].saturating_sub(self.position_offset)
     }
 
-    /// `input_ids`: `[b, n]` u32 → the word embeddings alone, `[b, n, width]`.
-    pub fn words(&self, input_ids: &Tensor) -> Result<Tensor> {
+    fn words(&self, input_ids: &Tensor) -> Result<Tensor> {
         Ok(self.word.forward(input_ids)?)
     }
 
-    /// `words`: `[b, n, width]` (from [`Self::words`], or any input embeddings) and the token
-    /// types `[b, n]` u32 (`None`: all 0) → the first layer's input, `[b, n, hidden]`.
-    pub fn forward(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor> {
+    fn forward(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor> {
         let (_, n, _) = words.dims3()?;
         let device = words.device();
         let start = self.position_offset as u32;
         let positions = Tensor::arange(start, start + n as u32, device)?.unsqueeze(0)?;
-        let mut sum = words.broadcast_add(&self.position.forward(&positions)?)?;
-        if let Some(table) = &self.token_type {
-            let zeros;
-            let types = match types {
-                Some(types) => types,
-                None => {
-                    zeros = positions.zeros_like()?;
-                    &zeros
-                }
-            };
-            sum = sum.broadcast_add(&table.forward(types)?)?;
-        }
+        let sum = words.broadcast_add(&self.position.forward(&positions)?)?;
+        let sum = add_types(sum, self.token_type.as_ref(), types)?;
         let normed = self.layer_norm.forward(&sum)?;
         Ok(match &self.projection {
             Some(projection) => projection.forward(&normed)?,

@@ -34,7 +34,8 @@ pub struct Family {
     pub body: BodyKind,
     pub embeddings: EmbeddingNames,
     pub layer: LayerNames,
-    pub masked_lm: MaskedLmNames,
+    /// The masked-LM head's names, in the order tried: the first the checkpoint holds.
+    pub masked_lm: &'static [MaskedLmNames],
     pub classifier: ClassifierNames,
     /// ELECTRA's replaced-token detector.
     pub discriminator: Option<DiscriminatorNames>,

@@ -3,7 +3,7 @@
 use crate::linalg::Dense;
 use candle_core::{Module, Tensor};
 
-use super::attention::{load_linear, Attention};
+use super::attention::{load_linear, Attention, Scores};
 use super::config::{Activation, EncoderConfig};
 use super::family::LayerNames;
 use super::norm::LayerNorm;
@@ -33,13 +33,21 @@ impl Layer {
         })
     }
 
-    /// `x`: `[b, n, hidden]` → (`[b, n, hidden]`, what the layer exposes).
+    /// The same layer with a family's own attention logits (DeBERTa's).
+    pub fn with_scores(self, scores: Box<dyn Scores>) -> Self {
+        Self {
+            attention: self.attention.with_scores(scores),
+            ..self
+        }
+    }
+
     /// How many times wider the feed-forward block is than the hidden states (rounded up).
     pub fn intermediate_factor(&self) -> usize {
         let (inner, hidden) = self.intermediate.weight().dims2().unwrap_or((1, 1));
         inner.div_ceil(hidden.max(1))
     }
 
+    /// `x`: `[b, n, hidden]` → (`[b, n, hidden]`, what the layer exposes).
     /// `value_mask`: `[b, n]`, multiplies each position's value vector (value zeroing).
     pub fn forward(
         &self,

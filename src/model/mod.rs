@@ -163,6 +163,18 @@ impl Model {
         self.body.intermediate_factor()
     }
 
+    /// Whether gradient × input at the word embeddings is zero by construction
+    /// ([`Body::scale_free_words`]).
+    pub fn scale_free_words(&self) -> bool {
+        self.body.scale_free_words()
+    }
+
+    /// Whether the sum of the gradient's components at the word embeddings is zero by
+    /// construction ([`Body::shift_free_words`]).
+    pub fn shift_free_words(&self) -> bool {
+        self.body.shift_free_words()
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> &candle_core::Device {
         self.body.word_table().device()

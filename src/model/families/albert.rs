@@ -30,13 +30,13 @@ pub const FAMILY: Family = Family {
         ffn_out: "ffn_output",
         output_norm: "full_layer_layer_norm",
     },
-    masked_lm: MaskedLmNames {
+    masked_lm: &[MaskedLmNames {
         dense: "predictions.dense",
         norm: "predictions.LayerNorm",
         decoder: "predictions.decoder",
         bias: "predictions.bias",
         activation: None,
-    },
+    }],
     classifier: ClassifierNames {
         dense: Some("pooler"),
         activation: Activation::Tanh,

@@ -14,13 +14,13 @@ pub const FAMILY: Family = Family {
     adjust: |_| {},
     embeddings: BERT_EMBEDDINGS,
     layer: BERT_LAYER,
-    masked_lm: MaskedLmNames {
+    masked_lm: &[MaskedLmNames {
         dense: "cls.predictions.transform.dense",
         norm: "cls.predictions.transform.LayerNorm",
         decoder: "cls.predictions.decoder",
         bias: "cls.predictions.bias",
         activation: None,
-    },
+    }],
     // BertForSequenceClassification: the pooler (tanh) on [CLS], then the classifier.
     classifier: ClassifierNames {
         dense: Some("pooler.dense"),

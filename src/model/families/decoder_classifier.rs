@@ -40,13 +40,13 @@ const fn family(name: &'static str) -> Family {
         // A body of its own: BERT's names and the masked-LM names are never read.
         embeddings: BERT_EMBEDDINGS,
         layer: BERT_LAYER,
-        masked_lm: MaskedLmNames {
+        masked_lm: &[MaskedLmNames {
             dense: "",
             norm: "",
             decoder: "",
             bias: "",
             activation: None,
-        },
+        }],
         classifier: ClassifierNames {
             dense: None,
             activation: Activation::Tanh,

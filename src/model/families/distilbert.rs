@@ -29,13 +29,13 @@ pub const FAMILY: Family = Family {
         ffn_out: "ffn.lin2",
         output_norm: "output_layer_norm",
     },
-    masked_lm: MaskedLmNames {
+    masked_lm: &[MaskedLmNames {
         dense: "vocab_transform",
         norm: "vocab_layer_norm",
         decoder: "vocab_projector",
         bias: "vocab_projector.bias",
         activation: None,
-    },
+    }],
     classifier: ClassifierNames {
         dense: Some("pre_classifier"),
         activation: Activation::Relu,

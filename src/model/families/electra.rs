@@ -21,13 +21,13 @@ pub const FAMILY: Family = Family {
     },
     layer: BERT_LAYER,
     // ElectraForMaskedLM, the generator.
-    masked_lm: MaskedLmNames {
+    masked_lm: &[MaskedLmNames {
         dense: "generator_predictions.dense",
         norm: "generator_predictions.LayerNorm",
         decoder: "generator_lm_head",
         bias: "generator_lm_head.bias",
         activation: Some(Activation::Gelu),
-    },
+    }],
     classifier: ClassifierNames {
         dense: Some("classifier.dense"),
         activation: Activation::Gelu,

@@ -4,6 +4,7 @@
 
 pub mod albert;
 pub mod bert;
+pub mod deberta;
 pub mod decoder_classifier;
 pub mod distilbert;
 pub mod electra;
@@ -26,13 +27,14 @@ use crate::error::{Error, Result};
 use decoder_classifier::classifier_family;
 
 /// The supported encoder families.
-const FAMILIES: [&Family; 6] = [
+const FAMILIES: [&Family; 7] = [
     &bert::FAMILY,
     &roberta::FAMILY,
     &distilbert::FAMILY,
     &albert::FAMILY,
     &electra::FAMILY,
     &modernbert::FAMILY,
+    &deberta::FAMILY,
 ];
 
 /// The supported decoder families.

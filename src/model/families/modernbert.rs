@@ -36,13 +36,13 @@ pub const FAMILY: Family = Family {
     // Its own body: BERT's embedding and layer names are never read.
     embeddings: BERT_EMBEDDINGS,
     layer: BERT_LAYER,
-    masked_lm: MaskedLmNames {
+    masked_lm: &[MaskedLmNames {
         dense: "head.dense",
         norm: "head.norm",
         decoder: "decoder",
         bias: "decoder.bias",
         activation: Some(Activation::Gelu),
-    },
+    }],
     classifier: ClassifierNames {
         dense: Some("head.dense"),
         activation: Activation::Gelu,
@@ -270,6 +270,15 @@ impl Body for ModernBert {
 
     fn word_table(&self) -> &Tensor {
         self.tok_embeddings.embeddings()
+    }
+
+    /// The embedding norm reads the words alone.
+    fn scale_free_words(&self) -> bool {
+        true
+    }
+
+    fn shift_free_words(&self) -> bool {
+        true
     }
 }
 

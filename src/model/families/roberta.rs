@@ -21,13 +21,13 @@ pub const FAMILY: Family = Family {
         ..BERT_EMBEDDINGS
     },
     layer: BERT_LAYER,
-    masked_lm: MaskedLmNames {
+    masked_lm: &[MaskedLmNames {
         dense: "lm_head.dense",
         norm: "lm_head.layer_norm",
         decoder: "lm_head.decoder",
         bias: "lm_head.bias",
         activation: Some(Activation::Gelu),
-    },
+    }],
     classifier: ClassifierNames {
         dense: Some("classifier.dense"),
         activation: Activation::Tanh,

@@ -43,7 +43,7 @@ pub const KIND: HeadKind = HeadKind {
             .architecture_ends_with("ForSequenceClassification")
             || (found.config.architectures.is_empty()
                 && ClassificationHead::present(found.root, &found.family.classifier)
-                && !super::masked_lm::MaskedLmHead::present(found.root, &found.family.masked_lm))
+                && !super::masked_lm::MaskedLmHead::present(found.root, found.family.masked_lm))
     },
     load: |found| {
         let head = ClassificationHead::load(found.root, &found.family.classifier, found.config)?;

@@ -24,14 +24,11 @@ pub const TASK: Task = Task {
 /// Wanted where the checkpoint holds any of the head's tensors.
 pub const KIND: HeadKind = HeadKind {
     task: TASK,
-    wanted: |found| MaskedLmHead::present(found.root, &found.family.masked_lm),
+    wanted: |found| MaskedLmHead::present(found.root, found.family.masked_lm),
     load: |found| {
-        let head = MaskedLmHead::load(
-            found.root,
-            &found.family.masked_lm,
-            found.config,
-            found.word_table,
-        )?;
+        let names = MaskedLmHead::held(found.root, found.family.masked_lm)
+            .unwrap_or(&found.family.masked_lm[0]);
+        let head = MaskedLmHead::load(found.root, names, found.config, found.word_table)?;
         Ok(Box::new(head))
     },
 };
@@ -44,12 +41,21 @@ pub struct MaskedLmHead {
 }
 
 impl MaskedLmHead {
-    /// Whether the checkpoint holds any of this head's tensors: then [`Self::load`] wants
-    /// all of them, so that a head cut short is refused instead of left out.
-    pub fn present(vb: &WeightPath, names: &MaskedLmNames) -> bool {
-        [names.dense, names.norm, names.decoder, names.bias]
-            .iter()
-            .any(|name| vb.holds(name))
+    /// Whether the checkpoint holds any of this head's tensors, under any of the family's
+    /// names: then [`Self::load`] wants all of them, so that a head cut short is refused
+    /// instead of left out.
+    pub fn present(vb: &WeightPath, names: &[MaskedLmNames]) -> bool {
+        Self::held(vb, names).is_some()
+    }
+
+    /// The first of the family's names under which the checkpoint holds any of the head's
+    /// tensors.
+    fn held<'a>(vb: &WeightPath, names: &'a [MaskedLmNames]) -> Option<&'a MaskedLmNames> {
+        names.iter().find(|names| {
+            [names.dense, names.norm, names.decoder, names.bias]
+                .iter()
+                .any(|name| vb.holds(name))
+        })
     }
 
     /// `word_table` (`[vocab, width]`) is the decoder weight when the checkpoint ties it to
