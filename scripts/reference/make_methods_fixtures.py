@@ -70,6 +70,13 @@ CASES = [
      "text": "The author talked to Sara about his book", "target": 7, "label": "replaced"},
     {"name": "roberta-cls-pair", "model": "tiny-roberta-cls",
      "text": "A man is playing a guitar.", "target": None, "pair": "A woman is reading a book."},
+    # DeBERTa (issue 62): relative-position logits, BERT's value path and norm.
+    {"name": "deberta-mlm-author", "model": "tiny-deberta-mlm",
+     "text": "The author talked to Sara about [MASK] book", "target": None},
+    {"name": "deberta-v2-mlm-pair", "model": "tiny-deberta-v2-mlm",
+     "text": "The doctor asked [MASK] friend", "target": None, "pair": "She is a doctor"},
+    {"name": "deberta-cls-film", "model": "tiny-deberta-cls",
+     "text": "This film was great and the story was good.", "target": None, "label": "positive"},
     # The classifiers trained here (scripts/train/): subject-verb agreement from scratch, and
     # the real all-MiniLM-L6-v2 with its sentiment head (scripts/build-sentiment-model.py).
     {"name": "agreement-attractor", "model": "agreement-classifier",

@@ -170,10 +170,13 @@ class Checkpoint:
 class LayerParts:
     """One layer call: the module and the pieces of it that the mixings need."""
 
-    def __init__(self, module, query, key, value, out, ln1, heads):
+    def __init__(self, module, query, key, value, out, ln1, heads, arguments=None):
         self.module, self.query, self.key, self.value, self.out, self.ln1 = (
             module, query, key, value, out, ln1)
         self.heads = heads
+        # (batch, n) → the keyword arguments the layer module needs besides its input, in
+        # float64 (DeBERTa's mask, relative positions and table); none for BERT's.
+        self.arguments = arguments or (lambda batch, n: {})
 
 
 def layer_calls(model):
@@ -187,6 +190,24 @@ def layer_calls(model):
             att = layer.attention
             out.append(LayerParts(layer, att.self.query, att.self.key, att.self.value,
                                   att.output.dense, att.output.LayerNorm, cfg.num_attention_heads))
+        return out
+    if family == "deberta-v2":  # BERT's block; its logits' position terms change A, not the value path
+        import torch
+
+        encoder = base.encoder
+
+        def arguments(batch, n):
+            table = encoder.get_rel_embedding()
+            return {"attention_mask": torch.ones(batch, 1, n, n),
+                    "relative_pos": encoder.get_rel_pos(torch.zeros(1, n, 1)),
+                    "rel_embeddings": None if table is None else table.detach().double()}
+
+        out = []
+        for layer in encoder.layer:
+            att = layer.attention
+            out.append(LayerParts(layer, att.self.query_proj, att.self.key_proj, att.self.value_proj,
+                                  att.output.dense, att.output.LayerNorm, cfg.num_attention_heads,
+                                  arguments))
         return out
     if family == "distilbert":
         out = []
@@ -391,7 +412,7 @@ def mixing_value_zeroing(parts, X32):
     n = X32.shape[0]
     X = X32.double()
     with torch.no_grad():
-        base = layer(X[None])
+        base = layer(X[None], **parts.arguments(1, n))
         base = (base[0] if isinstance(base, tuple) else base)[0]
 
         def zero(module, args, output):
@@ -402,7 +423,7 @@ def mixing_value_zeroing(parts, X32):
 
         handle = value.register_forward_hook(zero)
         try:
-            pert = layer(X[None].expand(n, -1, -1).contiguous())
+            pert = layer(X[None].expand(n, -1, -1).contiguous(), **parts.arguments(n, n))
             pert = pert[0] if isinstance(pert, tuple) and pert[0].dim() == 3 else pert
         finally:
             handle.remove()
