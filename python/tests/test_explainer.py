@@ -93,7 +93,7 @@ def test_keywords_the_parser_would_refuse(modern):
         ({"ig_steps": 8}, "pass evaluate=True with it"),
         ({"evaluate": True, "ig_steps": 0}, "ig_steps must be a whole number from 1 to 1000"),
         ({"residual": -0.1}, "is not a number between 0 and 1"),
-        ({"blank": "zero", "evaluate": True}, "choose unk or mask"),
+        ({"blank": "zero", "evaluate": True}, "choose unk, mask or pad"),
         ({"figure": "x.pdf"}, "cannot tell the figure format"),
         ({"html": "x.txt"}, "does not end in .html"),
     ]:
