@@ -14,8 +14,11 @@ pub use weights::{shard_names, WeightPath, Weights};
 use crate::error::{Error, Result};
 
 /// The tokenizer files a checkpoint may have in one file, best first; else GPT-2's original
-/// two, vocab.json + merges.txt.
+/// two, vocab.json + merges.txt; else [`SPM_FILE`].
 const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "vocab.txt"];
+/// DeBERTa-v2/v3's SentencePiece model, the last resort: deberta-v3-base ships no
+/// tokenizer.json, and where a fine-tune has one, it is what transformers loads.
+const SPM_FILE: &str = "spm.model";
 /// The weight files a checkpoint may have, best first: one file, or the index of a sharded
 /// checkpoint (its shards beside it).
 const WEIGHT_FILES: [&str; 3] = [
@@ -78,13 +81,14 @@ pub struct CheckpointFiles {
     pub weights: PathBuf,
 }
 
-/// A checkpoint's tokenizer, best first: tokenizer.json, BERT's vocab.txt, or GPT-2's
-/// original vocab.json + merges.txt.
+/// A checkpoint's tokenizer, best first: tokenizer.json, BERT's vocab.txt, GPT-2's
+/// original vocab.json + merges.txt, or DeBERTa's spm.model.
 #[derive(Debug, Clone)]
 pub enum TokenizerFiles {
     Json(PathBuf),
     WordPieces(PathBuf),
     VocabMerges { vocab: PathBuf, merges: PathBuf },
+    SentencePiece(PathBuf),
 }
 
 impl TokenizerFiles {
@@ -109,7 +113,10 @@ impl CheckpointFiles {
                     Ok(path) => TokenizerFiles::one(path),
                     Err(error) => match (hub.file("vocab.json"), hub.file("merges.txt")) {
                         (Ok(vocab), Ok(merges)) => TokenizerFiles::VocabMerges { vocab, merges },
-                        _ => return Err(error),
+                        _ => match hub.file(SPM_FILE) {
+                            Ok(spm) => TokenizerFiles::SentencePiece(spm),
+                            Err(_) => return Err(error),
+                        },
                     },
                 };
                 let weights = hub.first_of(&WEIGHT_FILES)?;
@@ -152,11 +159,13 @@ impl CheckpointFiles {
             first(&TOKENIZER_FILES),
             first(&["vocab.json"]),
             first(&["merges.txt"]),
+            first(&[SPM_FILE]),
         ) {
-            (Some(path), _, _) => TokenizerFiles::one(path),
-            (None, Some(vocab), Some(merges)) => TokenizerFiles::VocabMerges { vocab, merges },
+            (Some(path), ..) => TokenizerFiles::one(path),
+            (None, Some(vocab), Some(merges), _) => TokenizerFiles::VocabMerges { vocab, merges },
+            (None, _, _, Some(spm)) => TokenizerFiles::SentencePiece(spm),
             _ => {
-                let needs = "tokenizer.json, vocab.txt, or vocab.json + merges.txt";
+                let needs = "tokenizer.json, vocab.txt, vocab.json + merges.txt, or spm.model";
                 return Err(missing("tokenizer.json", needs));
             }
         };
@@ -195,5 +204,53 @@ mod tests {
                 ModelSource::Folder(path.into())
             );
         }
+    }
+
+    fn folder_with(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for file in files {
+            std::fs::write(dir.path().join(file), "{}").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn finds_spm_model_when_there_is_no_other_tokenizer() {
+        let files = [
+            "config.json",
+            "spm.model",
+            "tokenizer_config.json",
+            "pytorch_model.bin",
+        ];
+        let dir = folder_with(&files);
+        let found = CheckpointFiles::in_folder(dir.path()).unwrap();
+        assert!(
+            matches!(&found.tokenizer, TokenizerFiles::SentencePiece(p) if p.ends_with("spm.model")),
+            "{:?}",
+            found.tokenizer
+        );
+        assert!(found.weights.ends_with("pytorch_model.bin"));
+    }
+
+    #[test]
+    fn prefers_tokenizer_json_and_vocab_txt_to_spm_model() {
+        let dir = folder_with(&[
+            "config.json",
+            "spm.model",
+            "tokenizer.json",
+            "model.safetensors",
+        ]);
+        let found = CheckpointFiles::in_folder(dir.path()).unwrap();
+        assert!(matches!(found.tokenizer, TokenizerFiles::Json(_)));
+        let dir = folder_with(&["config.json", "spm.model", "vocab.txt", "model.safetensors"]);
+        let found = CheckpointFiles::in_folder(dir.path()).unwrap();
+        assert!(matches!(found.tokenizer, TokenizerFiles::WordPieces(_)));
+    }
+
+    #[test]
+    fn names_spm_model_among_the_tokenizers_it_needs() {
+        let dir = folder_with(&["config.json", "model.safetensors"]);
+        let err = CheckpointFiles::in_folder(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("or spm.model"), "{err}");
     }
 }

@@ -131,11 +131,14 @@ impl Explainer {
                 let casing = source.optional_file("tokenizer_config.json");
                 TextTokenizer::load(path, casing.as_deref())?
             }
+            TokenizerFiles::SentencePiece(path) => {
+                TextTokenizer::from_spm(path, |name| source.optional_file(name))?
+            }
             TokenizerFiles::VocabMerges { vocab, .. } => {
                 return Err(Error::Tokenizer {
                     path: vocab.clone(),
-                    message: "an encoder reads tokenizer.json or vocab.txt, and vocab.json + \
-                              merges.txt is a GPT-2 tokenizer"
+                    message: "an encoder reads tokenizer.json, vocab.txt or spm.model, and \
+                              vocab.json + merges.txt is a GPT-2 tokenizer"
                         .into(),
                 })
             }

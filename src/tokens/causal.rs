@@ -77,6 +77,15 @@ impl CausalTokenizer {
                         .into(),
                 })
             }
+            TokenizerFiles::SentencePiece(path) => {
+                return Err(Error::Tokenizer {
+                    path: path.clone(),
+                    message: "a causal model reads tokenizer.json or vocab.json + merges.txt, \
+                              and spm.model is read for DeBERTa's tokenizer only; give the \
+                              checkpoint's tokenizer.json"
+                        .into(),
+                })
+            }
         };
         Ok(Self { inner })
     }

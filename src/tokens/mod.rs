@@ -1,10 +1,14 @@
 //! Text to tokens with the checkpoint's own tokenizer (WordPiece, byte-level BPE or
-//! SentencePiece as tokenizer.json says; BERT's vocab.txt too), never padded or truncated.
-//! Special tokens and the mask token are the tokenizer's, not BERT's spellings.
+//! SentencePiece as tokenizer.json says; BERT's vocab.txt and DeBERTa's spm.model too), never
+//! padded or truncated. Special tokens and the mask token are the tokenizer's, not BERT's
+//! spellings.
 
 pub mod causal;
+mod deberta;
+mod protobuf;
+pub mod spm;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
@@ -118,9 +122,20 @@ impl TextTokenizer {
         Ok(Self { inner })
     }
 
-    /// Encodes `text` (and the second text of a pair) with the tokenizer's special tokens.
+    /// DeBERTa-v2/v3's tokenizer from its spm.model (a SentencePiece Unigram), as transformers'
+    /// DebertaV2Tokenizer builds it; `beside` finds the checkpoint's other tokenizer files
+    /// (tokenizer_config.json, special_tokens_map.json, added_tokens.json) where it has them.
+    pub fn from_spm(path: &Path, beside: impl Fn(&str) -> Option<PathBuf>) -> Result<Self> {
+        Ok(Self {
+            inner: deberta::tokenizer(path, &beside)?,
+        })
+    }
+
+    /// Encodes `text` (and the second text of a pair) with the tokenizer's special tokens. An
+    /// empty second text is no pair, as in transformers (`tokenizer(text, "")` is
+    /// `tokenizer(text)`), so no empty segment and second separator appear.
     pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoding> {
-        let encoding = match pair {
+        let encoding = match pair.filter(|p| !p.is_empty()) {
             None => self.inner.encode(text, true),
             Some(pair) => self.inner.encode((text, pair), true),
         }
@@ -226,6 +241,18 @@ fn lowercase(tokenizer_config: Option<&Path>) -> Result<bool> {
     let Some(path) = tokenizer_config else {
         return Ok(true);
     };
+    match json_object(path)?.get("do_lower_case") {
+        None => Ok(true),
+        Some(setting) => setting.as_bool().ok_or_else(|| Error::Tokenizer {
+            path: path.to_path_buf(),
+            message: format!("do_lower_case is {setting}, not true or false"),
+        }),
+    }
+}
+
+/// A tokenizer's JSON settings file (tokenizer_config.json and the like), which must hold
+/// one object; read within [`METADATA_LIMIT`].
+fn json_object(path: &Path) -> Result<serde_json::Map<String, serde_json::Value>> {
     let wrong = |message: String| Error::Tokenizer {
         path: path.to_path_buf(),
         message,
@@ -233,14 +260,9 @@ fn lowercase(tokenizer_config: Option<&Path>) -> Result<bool> {
     let text = read_text_capped(path, METADATA_LIMIT).map_err(|e| wrong(e.to_string()))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| wrong(format!("not valid JSON ({e})")))?;
-    if !value.is_object() {
-        return Err(wrong("not a JSON object".into()));
-    }
-    match value.get("do_lower_case") {
-        None => Ok(true),
-        Some(setting) => setting
-            .as_bool()
-            .ok_or_else(|| wrong(format!("do_lower_case is {setting}, not true or false"))),
+    match value {
+        serde_json::Value::Object(map) => Ok(map),
+        _ => Err(wrong("not a JSON object".into())),
     }
 }
 
