@@ -21,6 +21,12 @@ family's tokenizer class:
   tiny-electra-disc     ElectraForPreTraining (the discriminator)
   tiny-electra-cls      ElectraForSequenceClassification, 2 labels
   tiny-bert-cls         BertForSequenceClassification, 2 labels (also for text pairs)
+  tiny-modernbert-*     ModernBERT's masked LM, classifier on [CLS] and on the mean
+  tiny-deberta-mlm      DebertaV2ForMaskedLM, v3's layout (deberta_config), Unigram tokenizer.json
+  tiny-deberta-v2-mlm   DebertaV2ForMaskedLM, v2's older layout, legacy head names
+  tiny-deberta-cls      DebertaV2ForSequenceClassification, v3's layout, shipped as
+                        microsoft/deberta-v3-base is: spm.model (tests/fixtures/spm/tiny) and
+                        tokenizer_config.json, no tokenizer.json
 
 All: hidden 32, 3 layers, 4 heads, intermediate 64, 64 usable positions, a few hundred vocabulary
 entries. Weights are drawn with a wide spread (as make_tiny_models.py) so that attention is
@@ -179,6 +185,17 @@ def wordpiece(vocab):
     return tok
 
 
+SPM = os.path.join(REPO, "tests", "fixtures", "spm", "tiny")
+
+
+def spm_tokenizer():
+    """deberta-v3's tokenizer as transformers' DebertaV2Tokenizer builds it from the tiny
+    spm.model of tests/fixtures/spm/tiny (make_tiny_spm.py): its vocabulary, [MASK] after it."""
+    from transformers import DebertaV2Tokenizer
+
+    return DebertaV2Tokenizer.from_pretrained(SPM).backend_tokenizer
+
+
 TOKENIZERS = {
     "bpe": lambda vocab: byte_level_bpe(),
     "xlmr": lambda vocab: unigram(["<s>", "<pad>", "</s>", "<unk>"], "<mask>", False, xlmr_template),
@@ -187,6 +204,8 @@ TOKENIZERS = {
     # DeBERTa-v3's layout: [PAD] [CLS] [SEP] [UNK] first, cased, [MASK] added last.
     "deberta": lambda vocab: unigram(["[PAD]", "[CLS]", "[SEP]", "[UNK]"], "[MASK]", False, bert_template,
                                      unk="[UNK]"),
+    # As microsoft/deberta-v3-base ships it: spm.model and tokenizer_config.json, no tokenizer.json.
+    "spm": lambda vocab: spm_tokenizer(),
 }
 
 # tokenizer_config.json per tokenizer kind: the class real checkpoints name, and the specials.
@@ -203,6 +222,7 @@ TOKENIZER_CONFIG = {
     "deberta": {"bos_token": "[CLS]", "eos_token": "[SEP]", "sep_token": "[SEP]", "cls_token": "[CLS]",
                 "unk_token": "[UNK]", "pad_token": "[PAD]", "mask_token": "[MASK]", "do_lower_case": False,
                 "split_by_punct": False, "vocab_type": "spm"},
+    "spm": {"do_lower_case": False, "split_by_punct": False, "vocab_type": "spm"},
 }
 
 
@@ -350,7 +370,7 @@ MODELS = {
     "tiny-deberta-mlm": ("DebertaV2ForMaskedLM", "deberta", "DebertaV2Tokenizer", deberta_config, 36),
     "tiny-deberta-v2-mlm": ("DebertaV2ForMaskedLM", "deberta", "DebertaV2Tokenizer",
                             lambda v, t: deberta_config(v, t, v3=False), 37),
-    "tiny-deberta-cls": ("DebertaV2ForSequenceClassification", "deberta", "DebertaV2Tokenizer",
+    "tiny-deberta-cls": ("DebertaV2ForSequenceClassification", "spm", "DebertaV2Tokenizer",
                          lambda v, t: deberta_config(v, t, **labels(["negative", "neutral", "positive"])), 38),
 }
 
@@ -360,7 +380,10 @@ def folder_size(path):
 
 
 def save_tokenizer(out, tok, kind, tokenizer_class, vocab):
-    tok.save(os.path.join(out, "tokenizer.json"))
+    if kind == "spm":
+        shutil.copy(os.path.join(SPM, "spm.model"), os.path.join(out, "spm.model"))
+    else:
+        tok.save(os.path.join(out, "tokenizer.json"))
     config = {"tokenizer_class": tokenizer_class, "model_max_length": POSITIONS, **TOKENIZER_CONFIG[kind]}
     write_json(os.path.join(out, "tokenizer_config.json"), config)
     if kind == "wordpiece":
@@ -396,14 +419,14 @@ def make(name, out_root, tokenizers_cache, vocab):
     return model, out
 
 
-def check(name, out, model):
+def check(name, out, model, tok):
     """Reload with transformers: same outputs, tokenizer = tokenizers' tokenizer.json, peaked attention."""
     import transformers
     from tokenizers import Tokenizer
 
     model_class = MODELS[name][0]
     hf_tok = transformers.AutoTokenizer.from_pretrained(out)
-    raw = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
+    raw = tok if MODELS[name][1] == "spm" else Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
     mask = hf_tok.mask_token
     text = f"The author talked to Sara about {mask} book"
     pair = "She is a doctor"
@@ -462,7 +485,7 @@ def main():
         size = folder_size(out)
         if size >= 2_000_000:
             raise SystemExit(f"{name} is {size} bytes, over 2 MB")
-        check(name, out, model)
+        check(name, out, model, cache[MODELS[name][1]])
 
 
 if __name__ == "__main__":
