@@ -55,9 +55,11 @@ def case(name, model, *args, stdin_lines=None, attention=None):
 
 MASKED = [("tiny-bert-modern", "[MASK]"), ("tiny-roberta-mlm", "<mask>"), ("tiny-xlmr-mlm", "<mask>"),
           ("tiny-distilbert-mlm", "[MASK]"), ("tiny-albert-mlm", "[MASK]"), ("tiny-electra-mlm", "[MASK]"),
-          ("tiny-bert-legacy", "[MASK]"), ("tiny-modernbert-mlm", "[MASK]")]
+          ("tiny-bert-legacy", "[MASK]"), ("tiny-modernbert-mlm", "[MASK]"), ("tiny-deberta-mlm", "[MASK]"),
+          ("tiny-deberta-v2-mlm", "[MASK]")]
 CLASSIFIERS = ["tiny-bert-cls", "tiny-roberta-cls", "tiny-distilbert-cls", "tiny-albert-cls",
-               "tiny-electra-cls", "agreement-classifier", "tiny-modernbert-cls", "tiny-modernbert-mean"]
+               "tiny-electra-cls", "agreement-classifier", "tiny-modernbert-cls", "tiny-modernbert-mean",
+               "tiny-deberta-cls"]
 CAUSAL = ["tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen2-window", "tiny-mistral", "tiny-qwen3",
           "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-gemma3-mm", "tiny-phi3"]
 # Decoders read as classifiers: score at the last token; their vocabularies have no [UNK].
