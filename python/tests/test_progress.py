@@ -18,8 +18,8 @@ import pytest
 from conftest import MODERN
 
 # A flow from every position on peaked random attention (softmax of N(0, 4²) logits, 12
-# layers, n = 72) takes a few seconds (5.0 s here on 2026-12-06, where n = 56 took 2.1 s and
-# a CI machine ran n = 56 in 1.1 s): long enough for the bar, which waits a second.
+# layers, n = 72) takes a few seconds (5.0 s here on 2026-12-06 beside a build, where n = 56
+# took 2.1 s; idle machines ran n = 56 in 1.1 s): long enough for the bar, which waits a second.
 STACK = """
 import sys, time
 import numpy as np
