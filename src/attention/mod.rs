@@ -84,6 +84,26 @@ impl AttentionStack {
         Ok(stack)
     }
 
+    /// From the model's per-layer tensors whose `heads` heads were already reduced by `fusion`
+    /// entry by entry as each layer ran (before any renormalising), each `[1, 1, n, n]`: a
+    /// long text's stack without every head of every layer. Attention that is not finite is
+    /// an error naming the layer.
+    pub fn from_fused_tensors(fused: &[Tensor], fusion: HeadFusion, heads: usize) -> Result<Self> {
+        let mut stack = Self::new(Tensor::cat(fused, 0)?)?;
+        let sums: Vec<f64> = stack
+            .tensor
+            .sum((1, 2, 3))?
+            .to_dtype(DType::F64)?
+            .to_vec1()?;
+        if let Some(layer) = sums.iter().position(|s| !s.is_finite()) {
+            return Err(Error::NotFinite {
+                what: format!("the attention of layer {} (its heads fused)", layer + 1),
+            });
+        }
+        stack.fused_on_reading = Some((fusion, heads));
+        Ok(stack)
+    }
+
     /// From one `[layers, heads, n, n]` tensor; `[layers, n, n]` counts as one head.
     pub fn new(tensor: Tensor) -> Result<Self> {
         let dims = tensor.dims().to_vec();
@@ -167,7 +187,10 @@ impl AttentionStack {
             size: n * n,
         };
         let fused = match self.fused_on_reading {
-            Some((done, _)) if done == fusion => self.tensor.squeeze(1)?,
+            Some((done, _)) if done == fusion => self
+                .tensor
+                .squeeze(1)?
+                .to_dtype(compute_dtype(self.tensor.device()))?,
             Some((done, _)) => {
                 return Err(Error::Attention(format!(
                     "its heads were fused by {done:?} as it was read; read it again to fuse them by {fusion:?}"

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 
-use crate::attention::{AttentionStack, LayerHeads};
+use crate::attention::{AttentionStack, HeadFusion, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, TokenizerFiles, Weights};
 use crate::device::bind_to_thread;
 use crate::eraser::Erasable;
@@ -23,7 +23,7 @@ use crate::evaluate::Evaluation;
 use crate::importance::{importance, Blank};
 use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
-use crate::model::{EncoderConfig, Keep, Model, ModelOutput, Predicts, Reads, Task};
+use crate::model::{EncoderConfig, Heads, Keep, Model, ModelOutput, Predicts, Reads, Task};
 pub use crate::relevance::Progress;
 use crate::relevance::{fuse_to_host, AttentionGraph, RelevanceOptions};
 use crate::report::{Prediction, Report};
@@ -209,14 +209,24 @@ impl Explainer {
             types,
         } = self.prepare(text, options)?;
         let start = Instant::now();
-        let output = self
-            .model
-            .forward(&input, Some(&types), target, Keep::default())?;
+        // Only the fused maps are needed here: each layer's heads are fused as it runs, so a
+        // long text never holds every head of every layer.
+        let fusion = options.relevance.fusion;
+        let keep = Keep {
+            heads: match fusion {
+                HeadFusion::Mean => Heads::Mean,
+                HeadFusion::Max => Heads::Max,
+                HeadFusion::Min => Heads::Min,
+            },
+            ..Keep::default()
+        };
+        let output = self.model.forward(&input, Some(&types), target, keep)?;
         // Waits for the device, so that the two stages' times are each their own.
         self.device.synchronize()?;
         let model_seconds = start.elapsed().as_secs_f64();
         let start = Instant::now();
-        let stack = AttentionStack::from_tensors(&output.attentions())?;
+        let heads = self.config.num_attention_heads;
+        let stack = AttentionStack::from_fused_tensors(&output.attentions(), fusion, heads)?;
         let fused = fuse_to_host(&stack, options.relevance)?;
         let probs = match &output.logits {
             Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),

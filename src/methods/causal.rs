@@ -51,6 +51,7 @@ pub fn causal_mixings(
             let keep = Keep {
                 internals: true,
                 probes: false,
+                ..Keep::default()
             };
             Some(model.step(&fed, &mut KvCache::default(), keep)?)
         }

@@ -13,6 +13,7 @@ use crate::model::{Keep, LayerTrace};
 const PROBES: Keep = Keep {
     internals: false,
     probes: true,
+    heads: crate::model::Heads::Every,
 };
 
 /// `[L, n, n]`: every layer's `M`, for the logit of class `score`.

@@ -279,6 +279,7 @@ pub fn compute(
             let keep = Keep {
                 internals: true,
                 probes: false,
+                ..Keep::default()
             };
             Some(
                 run.model

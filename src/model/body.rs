@@ -94,7 +94,7 @@ impl Body for PostNormBody {
         for layer in &self.layers {
             let (next, trace) = layer.forward(&hidden, keep, None)?;
             hidden = next;
-            traces.push(trace);
+            traces.push(trace.keeping(keep.heads)?);
         }
         Ok((hidden, traces))
     }

@@ -219,7 +219,7 @@ impl Body for RotaryDecoder {
         for layer in &self.layers {
             let (next, trace) = layer.forward(&x, &mut None, (0, &tables), keep, None)?;
             x = next;
-            traces.push(trace);
+            traces.push(trace.keeping(keep.heads)?);
         }
         Ok((self.norm.forward(&x)?, traces))
     }

@@ -47,6 +47,45 @@ pub struct Keep {
     pub internals: bool,
     /// Each layer's [`LayerTrace::probe`], for gradients with respect to attention.
     pub probes: bool,
+    /// What of each layer's heads [`LayerTrace::probs`] holds once the next layer runs.
+    pub heads: Heads,
+}
+
+/// What of a layer's heads its trace keeps: every head, or one entry-wise reduction of them
+/// (a long text's maps need only the fused `[L, n, n]`, and every head of every layer would
+/// be `L · H` times that).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Heads {
+    #[default]
+    Every,
+    Mean,
+    Max,
+    Min,
+}
+
+impl LayerTrace {
+    /// The trace with `probs` reduced over its heads as `heads` says, `[b, 1, n, n]` (every
+    /// head as it was for [`Heads::Every`]), in f64 (f32 on Metal, which has none), as the
+    /// stack's own fusion widens the values it reads. A head that is not finite makes the
+    /// reduction not finite too, whatever it is (a maximum may pass over NaN), so that the
+    /// stack's check still sees it.
+    pub fn keeping(self, heads: Heads) -> Result<Self> {
+        let wide = match self.probs.device().is_metal() {
+            true => candle_core::DType::F32,
+            false => candle_core::DType::F64,
+        };
+        let probs = &self.probs.to_dtype(wide)?;
+        let reduced = match heads {
+            Heads::Every => return Ok(self),
+            Heads::Mean => probs.mean_keepdim(1)?,
+            Heads::Max => (probs.max_keepdim(1)? + (probs.sum_keepdim(1)? * 0.0)?)?,
+            Heads::Min => (probs.min_keepdim(1)? + (probs.sum_keepdim(1)? * 0.0)?)?,
+        };
+        Ok(Self {
+            probs: reduced,
+            ..self
+        })
+    }
 }
 
 /// What one layer exposes.
@@ -237,5 +276,38 @@ impl Model {
             None => None,
         };
         Ok(ModelOutput { logits, layers })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace(values: Vec<f32>) -> LayerTrace {
+        let probs = Tensor::from_vec(values, (1, 2, 2, 2), &candle_core::Device::Cpu).unwrap();
+        LayerTrace {
+            probs,
+            probe: None,
+            internals: None,
+        }
+    }
+
+    #[test]
+    fn heads_are_reduced_entry_by_entry_and_a_bad_head_shows() {
+        let heads = vec![0.5, 0.5, 1.0, 0.0, 0.25, 0.75, 0.0, 1.0];
+        let mean = trace(heads.clone()).keeping(Heads::Mean).unwrap().probs;
+        assert_eq!(mean.dims(), &[1, 1, 2, 2]);
+        let mean: Vec<f64> = mean.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(mean, [0.375, 0.625, 0.5, 0.5]);
+        let max = trace(heads.clone()).keeping(Heads::Max).unwrap().probs;
+        let max: Vec<f64> = max.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(max, [0.5, 0.75, 1.0, 1.0]);
+        let every = trace(heads.clone()).keeping(Heads::Every).unwrap().probs;
+        assert_eq!(every.dims(), &[1, 2, 2, 2]);
+        let mut bad = heads;
+        bad[4] = f32::NAN;
+        let min = trace(bad).keeping(Heads::Min).unwrap().probs;
+        let min: Vec<f64> = min.flatten_all().unwrap().to_vec1().unwrap();
+        assert!(min[0].is_nan() && min[1].is_finite(), "{min:?}");
     }
 }

@@ -248,7 +248,7 @@ impl Body for ModernBert {
         for layer in &self.layers {
             let (next, trace) = layer.forward(&x, &tables, keep, None)?;
             x = next;
-            traces.push(trace);
+            traces.push(trace.keeping(keep.heads)?);
         }
         Ok((self.final_norm.forward(&x)?, traces))
     }
