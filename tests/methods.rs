@@ -181,6 +181,43 @@ fn every_method_matches_the_reference() {
     }
 }
 
+/// ModernBERT's pre-norm layers read as docs/methods.md says (as the pre-norm decoders,
+/// without the causal mask), against scripts/reference/prenorm_methods_reference.py: attention,
+/// norm and ALTI; value zeroing and grad-attention have no independent reference there yet.
+#[test]
+fn a_pre_norm_encoders_norm_and_alti_match_the_reference() {
+    #[derive(Deserialize)]
+    struct Prenorm {
+        model: String,
+        text: String,
+        tokens: Vec<String>,
+        methods: BTreeMap<String, Maps>,
+    }
+    for name in [
+        "modernbert-mlm-author",
+        "modernbert-cls-film",
+        "modernbert-mean-food",
+    ] {
+        let path = fixtures().join("prenorm").join(format!("{name}.json"));
+        let want: Prenorm = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut cmd = bin();
+        cmd.arg("--json").arg("--model").arg(model_dir(&want.model));
+        let got: Report = common::report_of(
+            cmd.args(["--mixing", "attention,norm,alti"])
+                .arg(&want.text),
+        );
+        assert_eq!(got.tokens, want.tokens, "{name}");
+        let methods = got.methods.as_ref().expect("methods in the report");
+        for (mixing, w) in &want.methods {
+            let g = &methods[mixing];
+            let what = |map: &str| format!("{name} {mixing} {map}");
+            close(&what("layer"), &g.layer, &w.layer, TINY);
+            close(&what("rollout"), &g.rollout, &w.rollout, TINY);
+            close(&what("flow"), &g.flow, &w.flow, TINY);
+        }
+    }
+}
+
 /// Hand-computed 2-token, 2-layer aggregations of every mixing (scripts/reference/
 /// methods_hand.py: plain Python floats, the arithmetic in its docstring), zero rows
 /// included.
