@@ -84,6 +84,9 @@ struct Settings {
     type_vocab: usize,
     /// `None` without `relative_attention`.
     relative: Option<Relative>,
+    /// 1 + how many position terms `pos_att_type` names: the logits are divided by
+    /// √(d · terms) even without `relative_attention`, as transformers divides them.
+    terms: usize,
 }
 
 /// How relative positions are bucketed and which terms read them.
@@ -187,6 +190,9 @@ impl Settings {
             }
         }
         Ok(Self {
+            terms: 1
+                + usize::from(types.iter().any(|t| t == "c2p"))
+                + usize::from(types.iter().any(|t| t == "p2c")),
             absolute: flag("position_biased_input", true),
             type_vocab: int("type_vocab_size", 0).max(0) as usize,
             relative,
@@ -224,7 +230,8 @@ fn load_body(weights: &Weights, path: &Path) -> Result<PostNormBody> {
         .map(|i| {
             let vb = root.pp(&(names.prefix)(i));
             let layer = Layer::load(&vb, names, c)?;
-            let scores = Disentangled::load(&vb.pp("attention.self"), c, relative.as_ref())?;
+            let self_attention = vb.pp("attention.self");
+            let scores = Disentangled::load(&self_attention, c, s.terms, relative.as_ref())?;
             Ok(layer.with_scores(Box::new(scores)))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -320,7 +327,7 @@ impl InputEmbeddings for DebertaEmbeddings {
 /// with one position term). The position projections of the relative table are the same for
 /// every input, so they are made once, at load.
 struct Disentangled {
-    /// √(d · (1 + the number of position terms)).
+    /// √(d · (1 + the number of position terms `pos_att_type` names)).
     scale: f64,
     /// `[heads, 2k, d]`: the relative table through the key projection (c2p).
     position_keys: Option<Tensor>,
@@ -330,16 +337,19 @@ struct Disentangled {
 }
 
 impl Disentangled {
-    /// `vb`: the layer's `attention.self`; `relative`: the settings and the (normed) table.
+    /// `vb`: the layer's `attention.self`; `terms`: [`Settings::terms`]; `relative`: the
+    /// settings and the (normed) table.
     fn load(
         vb: &WeightPath,
         c: &EncoderConfig,
+        terms: usize,
         relative: Option<&(&Relative, Tensor)>,
     ) -> Result<Self> {
         let (hidden, heads, d) = (c.hidden_size, c.num_attention_heads, c.head_size());
+        let scale = ((d * terms) as f64).sqrt();
         let Some((r, table)) = relative else {
             return Ok(Self {
-                scale: (d as f64).sqrt(),
+                scale,
                 position_keys: None,
                 position_queries: None,
                 relative: None,
@@ -356,9 +366,8 @@ impl Disentangled {
                 .transpose(0, 1)?
                 .contiguous()?)
         };
-        let terms = 1 + usize::from(r.c2p) + usize::from(r.p2c);
         Ok(Self {
-            scale: ((d * terms) as f64).sqrt(),
+            scale,
             position_keys: r
                 .c2p
                 .then(|| project("pos_key_proj", "key_proj"))
