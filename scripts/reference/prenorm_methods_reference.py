@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for SPEC §8's attention, norm and ALTI on a pre-norm encoder
+"""Independent reference for SPEC §8's mixing methods on a pre-norm encoder
 (ModernBERT), read as docs/methods.md says: as the pre-norm decoders are read
 (causal_methods_reference.py), without the causal mask. Never calls or reads the Rust code.
 
@@ -15,10 +15,19 @@ hooks:
 
 In float64:
 
-  attention  M[i][j] = mean_h A^h_ij
-  norm       M[i][j] = ‖Σ_h A^h_ij f^h(x̂_j)‖₂
-  alti       z_ij = Σ_h A^h_ij f^h(x̂_j) + [i=j](X_j + b_O); y_i = Σ_j z_ij;
-             M[i][j] = max(0, ‖y_i‖₁ − ‖y_i − z_ij‖₁)
+  attention       M[i][j] = mean_h A^h_ij
+  norm            M[i][j] = ‖Σ_h A^h_ij f^h(x̂_j)‖₂
+  alti            z_ij = Σ_h A^h_ij f^h(x̂_j) + [i=j](X_j + b_O); y_i = Σ_j z_ij;
+                  M[i][j] = max(0, ‖y_i‖₁ − ‖y_i − z_ij‖₁)
+  value-zeroing   a float64 copy of the layer, called with the arguments the model called it
+                  with (its mask and rotary table, cast to float64), once unchanged and once per
+                  j with row j of Wqkv's value third set to zero; x̃_i its output (the residual
+                  stream after the MLP); M[i][j] = 1 − cos(x̃_i^{¬j}, x̃_i). transformers' eager
+                  softmax runs in float32 even there, so this one is float64 but for that step.
+  grad-attention  s = the explained logit (the top word at the mask, the top label), ∂s/∂A^h_ij
+                  by autograd on the output_attentions of a float64 copy of the model (whose
+                  softmax is float32 too);
+                  M[i][j] = mean_h max(0, ∂s/∂A^h_ij · A^h_ij)
 
 and the aggregations of methods_reference.py (layer rows, rollout, networkx flow). Self-checks:
 Σ_j Σ_h A^h_ij f^h(x̂_j) + b_O equals the attention block's output at i, and y_i the residual
@@ -46,7 +55,7 @@ import reference as ref  # noqa: E402
 from methods_reference import flow, layer_rows, propagation_matrices, rollout  # noqa: E402
 
 OUT = os.path.join(REPO, "tests", "fixtures", "methods", "prenorm")
-MIXINGS = ("attention", "norm", "alti")
+MIXINGS = ("attention", "norm", "alti", "value-zeroing", "grad-attention")
 CASES = [
     {"name": "modernbert-mlm-author", "model": "tiny-modernbert-mlm",
      "text": "The author talked to Sara about [MASK] book"},
@@ -56,23 +65,28 @@ CASES = [
 ]
 
 
-def capture(model, enc):
-    """Per layer: X, qkv, A, the attention output and the residual stream after it (float64)."""
+def capture(model, enc, task):
+    """Per layer: X, qkv, A, the attention output, the residual stream after it (float64),
+    the arguments the layer was called with, and ∂s/∂A (the explained logit s)."""
     layers = model.model.layers
     got = [{} for _ in layers]
 
     def keep(l, key, value):
         got[l][key] = value[0].detach().double()
 
+    def called(l, args, kwargs):
+        keep(l, "X", args[0] if args else kwargs["hidden_states"])
+        got[l]["kwargs"] = {k: v for k, v in kwargs.items() if k != "hidden_states"}
+
     hooks = []
     for l, layer in enumerate(layers):
         hooks += [
-            layer.register_forward_pre_hook(
-                lambda m, a, kw, l=l: keep(l, "X", a[0] if a else kw["hidden_states"]), with_kwargs=True),
+            layer.register_forward_pre_hook(lambda m, a, kw, l=l: called(l, a, kw), with_kwargs=True),
             layer.attn.Wqkv.register_forward_hook(lambda m, a, o, l=l: keep(l, "qkv", o)),
             layer.attn.register_forward_hook(lambda m, a, o, l=l: keep(l, "out", o[0])),
             layer.attn.register_forward_hook(lambda m, a, o, l=l: keep(l, "A", o[1])),
             layer.mlp_norm.register_forward_pre_hook(lambda m, a, l=l: keep(l, "mid", a[0])),
+            layer.register_forward_hook(lambda m, a, o, l=l: keep(l, "after", o)),
         ]
     try:
         with torch.no_grad():
@@ -80,7 +94,52 @@ def capture(model, enc):
     finally:
         for hook in hooks:
             hook.remove()
+    # ∂s/∂A from a float64 copy of the model (float32 gradients of two implementations differ
+    # by up to ~1e-5 here); its probabilities reproduce the float32 ones to 1e-5.
+    import copy
+
+    model64 = copy.deepcopy(model).double().eval()
+    with torch.enable_grad():
+        out = model64(**enc, output_attentions=True)
+        for a in out.attentions:
+            a.retain_grad()
+        logits = out.logits[0, task["target"]] if task["masked"] else out.logits[0]
+        logits[int(torch.argmax(logits))].backward()
+    for parts, a in zip(got, out.attentions):
+        if (a[0].detach() - parts["A"]).abs().max() > 1e-5:
+            ref.fail("the float64 model's attention is not the float32 model's")
+        parts["G"] = a.grad[0]
     return got, layers
+
+
+def value_zeroing(layer, parts):
+    """1 − cos(x̃_i^{¬j}, x̃_i) from a float64 copy of the layer."""
+    import copy
+
+    X = parts["X"]
+    n, d = X.shape
+    wide = lambda v: v.double() if torch.is_tensor(v) and v.is_floating_point() else v  # noqa: E731
+    kwargs = {k: tuple(wide(t) for t in v) if isinstance(v, tuple) else wide(v) for k, v in parts["kwargs"].items()}
+    layer64 = copy.deepcopy(layer).double().eval()
+    with torch.no_grad():
+        base = layer64(X[None], **kwargs)[0]
+
+        def zero(module, args, output):
+            out = output.clone()
+            for j in range(n):
+                out[j, j, 2 * d:] = 0.0
+            return out
+
+        hook = layer64.attn.Wqkv.register_forward_hook(zero)
+        try:
+            pert = layer64(X[None].expand(n, -1, -1).contiguous(), **kwargs)
+        finally:
+            hook.remove()
+    base, pert = base.numpy(), pert.numpy()
+    if np.abs(base - parts["after"].numpy()).max() > 1e-4:
+        ref.fail("the float64 layer does not reproduce the model's layer output")
+    cos = (pert * base[None]).sum(-1) / (np.linalg.norm(pert, axis=-1) * np.linalg.norm(base, axis=-1)[None])
+    return (1.0 - cos).T  # [i][j]
 
 
 def matrices(got, layers, heads):
@@ -105,6 +164,8 @@ def matrices(got, layers, heads):
         out["attention"].append(A.mean(0))
         out["norm"].append(np.linalg.norm(zatt, axis=-1))
         out["alti"].append(np.maximum(0.0, np.abs(y).sum(-1)[:, None] - np.abs(y[:, None, :] - z).sum(-1)))
+        out["value-zeroing"].append(value_zeroing(layer, parts))
+        out["grad-attention"].append(np.maximum(0.0, parts["G"].numpy() * A).mean(0))
     return out
 
 
@@ -113,7 +174,7 @@ def run(case):
     enc = ck.encode(case["text"])
     ids = enc["input_ids"][0].tolist()
     t = ck.target(ids, None)
-    got, layers = capture(ck.model, enc)
+    got, layers = capture(ck.model, enc, {"target": t, "masked": ck.task == "masked-lm"})
     methods = {}
     for mixing, Ms in matrices(got, layers, ck.model.config.num_attention_heads).items():
         P = propagation_matrices(mixing, Ms)
