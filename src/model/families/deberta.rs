@@ -162,6 +162,10 @@ impl Settings {
                 "pos_att_type {other:?} is not supported (c2p and p2c are DeBERTa-v2's)"
             )));
         }
+        let (c2p, p2c) = (
+            types.iter().any(|t| t == "c2p"),
+            types.iter().any(|t| t == "p2c"),
+        );
         let max_relative = match int("max_relative_positions", -1) {
             m if m < 1 => encoder.max_position_embeddings,
             m => m as usize,
@@ -176,8 +180,8 @@ impl Settings {
             span: if buckets > 0 { buckets } else { max_relative },
             buckets,
             max_relative,
-            c2p: types.iter().any(|t| t == "c2p"),
-            p2c: types.iter().any(|t| t == "p2c"),
+            c2p,
+            p2c,
             share_att_key: flag("share_att_key", false),
             norm: norm_rel.split('|').any(|t| t.trim() == "layer_norm"),
         });
@@ -190,9 +194,7 @@ impl Settings {
             }
         }
         Ok(Self {
-            terms: 1
-                + usize::from(types.iter().any(|t| t == "c2p"))
-                + usize::from(types.iter().any(|t| t == "p2c")),
+            terms: 1 + usize::from(c2p) + usize::from(p2c),
             absolute: flag("position_biased_input", true),
             type_vocab: int("type_vocab_size", 0).max(0) as usize,
             relative,
@@ -456,6 +458,40 @@ mod tests {
         assert_eq!(log_bucket(129, 256, 512), 129);
         assert!((130..256).contains(&log_bucket(400, 256, 512)));
         assert_eq!(log_bucket(-400, 256, 512), -log_bucket(400, 256, 512));
+    }
+
+    /// What transformers' DeBERTa-v2 code computes and bert-explain does not is refused, with
+    /// what to do; the rest of a tiny checkpoint's config reads.
+    #[test]
+    fn configs_it_does_not_compute_are_refused() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/models/tiny-deberta-v2-mlm/config.json"
+        );
+        let config: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let with = |key: &str, value: Value| {
+            let mut changed = config.clone();
+            changed[key] = value;
+            let file = dir.path().join("config.json");
+            std::fs::write(&file, changed.to_string()).unwrap();
+            Settings::read(&file).err().map(|e| e.to_string())
+        };
+        assert_eq!(with("pos_att_type", "c2p|p2c".into()), None);
+        let refusals = [
+            ("conv_kernel_size", Value::from(3), "conv_kernel_size"),
+            (
+                "pos_att_type",
+                Value::from("p2p|c2p"),
+                "\"p2p\" is not supported",
+            ),
+            ("pooler_hidden_act", Value::from("tanh"), "only gelu"),
+            ("attention_head_size", Value::from(5), "is not hidden_size"),
+        ];
+        for (key, value, says) in refusals {
+            let message = with(key, value).unwrap_or_else(|| panic!("{key} was read"));
+            assert!(message.contains(says), "{key}: {message}");
+        }
     }
 
     /// Every relative position from −2047 to 2047 in transformers' buckets
