@@ -344,7 +344,7 @@ fn nan_or_overflowing_weights_are_errors_naming_the_layer() {
     fails(
         &["--model", &arg(dir.path()), TEXT],
         1,
-        &["attention of layer 2 (its heads fused) is not finite"],
+        &["attention of layer 2 head 0 is not finite"],
     );
     let dir = with_tensor(query, |t| (t * 1e38).unwrap());
     fails(

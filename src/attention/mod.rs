@@ -13,6 +13,19 @@ pub use matrix::{AsLayer, HostLayers, Layer, Matrix};
 
 use crate::error::{Error, Result};
 
+/// `sums[l][h]`: head h of layer l's sum. Probabilities are bounded, so a head's sum is
+/// finite exactly when all its values are: one that is not is an error naming the head.
+fn check_finite(sums: &[Vec<f64>]) -> Result<()> {
+    for (layer, heads) in sums.iter().enumerate() {
+        if let Some(head) = heads.iter().position(|s| !s.is_finite()) {
+            return Err(Error::NotFinite {
+                what: format!("the attention of layer {} head {head}", layer + 1),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// How the heads of one layer are fused into one matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HeadFusion {
@@ -67,40 +80,29 @@ impl AttentionStack {
     /// attention (weights that hold NaN or overflow) is an error naming the layer and head.
     pub fn from_tensors(attentions: &[Tensor]) -> Result<Self> {
         let stack = Self::new(Tensor::cat(attentions, 0)?)?;
-        // Probabilities are bounded, so a head's sum is finite exactly when all its values are.
         let sums: Vec<Vec<f64>> = stack
             .tensor
             .sum(D::Minus1)?
             .sum(D::Minus1)?
             .to_dtype(DType::F64)?
             .to_vec2()?;
-        for (layer, heads) in sums.iter().enumerate() {
-            if let Some(head) = heads.iter().position(|s| !s.is_finite()) {
-                return Err(Error::NotFinite {
-                    what: format!("the attention of layer {} head {head}", layer + 1),
-                });
-            }
-        }
+        check_finite(&sums)?;
         Ok(stack)
     }
 
-    /// From the model's per-layer tensors whose `heads` heads were already reduced by `fusion`
-    /// entry by entry as each layer ran (before any renormalising), each `[1, 1, n, n]`: a
-    /// long text's stack without every head of every layer. Attention that is not finite is
-    /// an error naming the layer.
-    pub fn from_fused_tensors(fused: &[Tensor], fusion: HeadFusion, heads: usize) -> Result<Self> {
+    /// From the model's per-layer tensors whose heads were already reduced by `fusion` entry
+    /// by entry as each layer ran (before any renormalising), each `[1, 1, n, n]`, with each
+    /// head's sum, `[1, heads]`: a long text's stack without every head of every layer.
+    /// Attention that is not finite is an error naming the layer and head.
+    pub fn from_fused_tensors(
+        fused: &[Tensor],
+        head_sums: &[Tensor],
+        fusion: HeadFusion,
+    ) -> Result<Self> {
+        let sums: Vec<Vec<f64>> = Tensor::cat(head_sums, 0)?.to_dtype(DType::F64)?.to_vec2()?;
+        check_finite(&sums)?;
         let mut stack = Self::new(Tensor::cat(fused, 0)?)?;
-        let sums: Vec<f64> = stack
-            .tensor
-            .sum((1, 2, 3))?
-            .to_dtype(DType::F64)?
-            .to_vec1()?;
-        if let Some(layer) = sums.iter().position(|s| !s.is_finite()) {
-            return Err(Error::NotFinite {
-                what: format!("the attention of layer {} (its heads fused)", layer + 1),
-            });
-        }
-        stack.fused_on_reading = Some((fusion, heads));
+        stack.fused_on_reading = Some((fusion, sums.first().map_or(1, Vec::len)));
         Ok(stack)
     }
 

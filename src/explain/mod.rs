@@ -225,8 +225,13 @@ impl Explainer {
         self.device.synchronize()?;
         let model_seconds = start.elapsed().as_secs_f64();
         let start = Instant::now();
-        let heads = self.config.num_attention_heads;
-        let stack = AttentionStack::from_fused_tensors(&output.attentions(), fusion, heads)?;
+        let head_sums = output
+            .layers
+            .iter()
+            .map(|l| l.head_sums.clone())
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::Attention("a layer kept no head sums".into()))?;
+        let stack = AttentionStack::from_fused_tensors(&output.attentions(), &head_sums, fusion)?;
         let fused = fuse_to_host(&stack, options.relevance)?;
         let probs = match &output.logits {
             Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),

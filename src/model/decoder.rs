@@ -371,6 +371,7 @@ impl DecoderLayer {
             probs: step.probs,
             probe: step.probe,
             internals,
+            head_sums: None,
         };
         Ok(((x + out)?, trace))
     }

@@ -66,6 +66,7 @@ impl Layer {
             probs: attended.probs,
             probe: attended.probe,
             internals: attended.internals,
+            head_sums: None,
         };
         Ok((hidden, trace))
     }

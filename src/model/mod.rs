@@ -66,9 +66,7 @@ pub enum Heads {
 impl LayerTrace {
     /// The trace with `probs` reduced over its heads as `heads` says, `[b, 1, n, n]` (every
     /// head as it was for [`Heads::Every`]), in f64 (f32 on Metal, which has none), as the
-    /// stack's own fusion widens the values it reads. A head that is not finite makes the
-    /// reduction not finite too, whatever it is (a maximum may pass over NaN), so that the
-    /// stack's check still sees it.
+    /// stack's own fusion widens the values it reads; `head_sums` set.
     pub fn keeping(self, heads: Heads) -> Result<Self> {
         let wide = match self.probs.device().is_metal() {
             true => candle_core::DType::F32,
@@ -78,11 +76,12 @@ impl LayerTrace {
         let reduced = match heads {
             Heads::Every => return Ok(self),
             Heads::Mean => probs.mean_keepdim(1)?,
-            Heads::Max => (probs.max_keepdim(1)? + (probs.sum_keepdim(1)? * 0.0)?)?,
-            Heads::Min => (probs.min_keepdim(1)? + (probs.sum_keepdim(1)? * 0.0)?)?,
+            Heads::Max => probs.max_keepdim(1)?,
+            Heads::Min => probs.min_keepdim(1)?,
         };
         Ok(Self {
             probs: reduced,
+            head_sums: Some(probs.sum((2, 3))?),
             ..self
         })
     }
@@ -96,6 +95,9 @@ pub struct LayerTrace {
     pub probe: Option<candle_core::Var>,
     /// With [`Keep::internals`].
     pub internals: Option<LayerInternals>,
+    /// Where `probs` holds the heads' reduction ([`LayerTrace::keeping`]): each head's sum,
+    /// `[b, heads]`, finite exactly where the head is, so that a head that is not can be named.
+    pub head_sums: Option<Tensor>,
 }
 
 /// What SPEC §8's mixing matrices read from a layer, beyond attention.
@@ -289,11 +291,12 @@ mod tests {
             probs,
             probe: None,
             internals: None,
+            head_sums: None,
         }
     }
 
     #[test]
-    fn heads_are_reduced_entry_by_entry_and_a_bad_head_shows() {
+    fn heads_are_reduced_entry_by_entry_and_each_heads_sum_kept() {
         let heads = vec![0.5, 0.5, 1.0, 0.0, 0.25, 0.75, 0.0, 1.0];
         let mean = trace(heads.clone()).keeping(Heads::Mean).unwrap().probs;
         assert_eq!(mean.dims(), &[1, 1, 2, 2]);
@@ -306,8 +309,9 @@ mod tests {
         assert_eq!(every.dims(), &[1, 2, 2, 2]);
         let mut bad = heads;
         bad[4] = f32::NAN;
-        let min = trace(bad).keeping(Heads::Min).unwrap().probs;
-        let min: Vec<f64> = min.flatten_all().unwrap().to_vec1().unwrap();
-        assert!(min[0].is_nan() && min[1].is_finite(), "{min:?}");
+        let sums = trace(bad).keeping(Heads::Min).unwrap().head_sums.unwrap();
+        assert_eq!(sums.dims(), &[1, 2]);
+        let sums: Vec<f64> = sums.flatten_all().unwrap().to_vec1().unwrap();
+        assert!(sums[0] == 2.0 && sums[1].is_nan(), "{sums:?}");
     }
 }

@@ -270,6 +270,7 @@ impl Block {
             probs: step.probs,
             probe: step.probe,
             internals,
+            head_sums: None,
         };
         Ok(((x + self.c_proj.forward(&inner)?)?, trace))
     }

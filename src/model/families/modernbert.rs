@@ -367,6 +367,7 @@ impl EncoderLayer {
             probs,
             probe,
             internals,
+            head_sums: None,
         };
         Ok(((x + self.mlp_out.forward(&inner)?)?, trace))
     }
