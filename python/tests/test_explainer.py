@@ -63,6 +63,19 @@ def test_a_decoder_classifier_reads_its_last_token(family):
     assert got["target"]["index"] == len(got["tokens"]) - 1
 
 
+@pytest.mark.parametrize("model", ["tiny-deberta-cls", "tiny-deberta-mlm", "tiny-modernbert-mean"])
+def test_the_new_encoders_explain_as_the_command_line_does(model):
+    """DeBERTa (its classifier's tokenizer read from spm.model alone) and ModernBERT (issue
+    62): every method, importance and hidden specials, the report equal to the binary's."""
+    path = REPO / "models" / model
+    text = "The author talked to Sara about [MASK] book" if "mlm" in model else "The food is not good."
+    want = cli_json("--model", str(path), text, "--evaluate", "--mixing", "all", "--hide-special")
+    explainer = bert_explain.Explainer(path)
+    got = explainer.explain(text, evaluate=True, mixing="all", hide_special=True)
+    assert got == want
+    assert explainer.family == ("modernbert" if "modernbert" in model else "deberta-v2")
+
+
 def test_mixing_all_leaves_out_what_a_headless_encoder_cannot_run():
     """mixing="all" is every method that applies, as on the command line: grad-attention
     needs a head to differentiate, so a headless encoder runs the rest, with a warning."""
