@@ -68,19 +68,19 @@ impl LayerTrace {
     /// head as it was for [`Heads::Every`]), in f64 (f32 on Metal, which has none), as the
     /// stack's own fusion widens the values it reads; `head_sums` set.
     pub fn keeping(self, heads: Heads) -> Result<Self> {
+        let reduce = match heads {
+            Heads::Every => return Ok(self),
+            Heads::Mean => Tensor::mean_keepdim::<usize>,
+            Heads::Max => Tensor::max_keepdim::<usize>,
+            Heads::Min => Tensor::min_keepdim::<usize>,
+        };
         let wide = match self.probs.device().is_metal() {
             true => candle_core::DType::F32,
             false => candle_core::DType::F64,
         };
         let probs = &self.probs.to_dtype(wide)?;
-        let reduced = match heads {
-            Heads::Every => return Ok(self),
-            Heads::Mean => probs.mean_keepdim(1)?,
-            Heads::Max => probs.max_keepdim(1)?,
-            Heads::Min => probs.min_keepdim(1)?,
-        };
         Ok(Self {
-            probs: reduced,
+            probs: reduce(probs, 1)?,
             head_sums: Some(probs.sum((2, 3))?),
             ..self
         })

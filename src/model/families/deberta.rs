@@ -391,7 +391,8 @@ impl Scores for Disentangled {
         };
         let (b, heads, n, _) = q.dims4()?;
         let shape = (b, heads, n, n);
-        let rows = bucketed_positions(n, r);
+        let distances = bucketed_distances(n, r);
+        let delta = |i: usize, j: usize| distances[i + n - 1 - j];
         let index = |at: &dyn Fn(usize, usize) -> i64| -> Result<Tensor> {
             let top = 2 * r.span as i64 - 1;
             let values: Vec<u32> = (0..n * n)
@@ -404,14 +405,14 @@ impl Scores for Disentangled {
         if let Some(keys) = &self.position_keys {
             // [b, h, n, 2k]; entry (i, j) of the term is row i's column δ(i, j) + k.
             let to_positions = broadcast_matmul(q, &keys.t()?.unsqueeze(0)?)?;
-            let at = index(&|i, j| rows[i * n + j])?;
+            let at = index(&|i, j| delta(i, j))?;
             scores = (scores + (to_positions.gather(&at, 3)? / self.scale)?)?;
         }
         if let Some(queries) = &self.position_queries {
             // [b, h, n, 2k] read from the keys' side: entry (j, i) is key j's column
             // −δ(j, i) + k, then transposed to (i, j).
             let from_positions = broadcast_matmul(k, &queries.t()?.unsqueeze(0)?)?;
-            let at = index(&|j, i| -rows[j * n + i])?;
+            let at = index(&|j, i| -delta(j, i))?;
             let term = from_positions.gather(&at, 3)?.transpose(2, 3)?;
             scores = (scores + (term / self.scale)?)?;
         }
@@ -419,15 +420,14 @@ impl Scores for Disentangled {
     }
 }
 
-/// `[n · n]`, row-major: δ(i, j) = i − j, log-bucketed where `position_buckets` says so.
-fn bucketed_positions(n: usize, r: &Relative) -> Vec<i64> {
-    (0..n * n)
-        .map(|ij| {
-            let delta = (ij / n) as i64 - (ij % n) as i64;
-            match r.buckets {
-                0 => delta,
-                buckets => log_bucket(delta, buckets as i64, r.max_relative as i64),
-            }
+/// δ(i, j) by distance: entry `i − j + n − 1` holds i − j, log-bucketed where
+/// `position_buckets` says so (2n − 1 entries, one bucket each, shared by every pair at
+/// that distance).
+fn bucketed_distances(n: usize, r: &Relative) -> Vec<i64> {
+    (1 - n as i64..n as i64)
+        .map(|delta| match r.buckets {
+            0 => delta,
+            buckets => log_bucket(delta, buckets as i64, r.max_relative as i64),
         })
         .collect()
 }
