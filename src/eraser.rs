@@ -22,11 +22,12 @@ pub struct Aopc {
     pub sufficiency: f64,
 }
 
-/// One method's AOPC for its last-layer rollout and flow maps.
+/// One method's AOPC for its last-layer rollout and flow maps (flow where it was computed).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Eraser {
     pub rollout: Aopc,
-    pub flow: Aopc,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Aopc>,
 }
 
 /// The input whose prediction the maps explain.

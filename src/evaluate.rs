@@ -16,7 +16,9 @@ use crate::relevance::Relevance;
 pub struct Correlations {
     pub raw: Vec<Option<f64>>,
     pub rollout: Vec<Option<f64>>,
-    pub flow: Vec<Option<f64>>,
+    /// Absent where the flow map is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Vec<Option<f64>>>,
 }
 
 /// The same for one method of SPEC §8: its `layer`, `rollout` and `flow` maps.
@@ -24,7 +26,9 @@ pub struct Correlations {
 pub struct MapCorrelations {
     pub layer: Vec<Option<f64>>,
     pub rollout: Vec<Option<f64>>,
-    pub flow: Vec<Option<f64>>,
+    /// Absent where the flow map is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Vec<Option<f64>>>,
 }
 
 /// One method's correlations with each importance score, by the score's name.
@@ -91,7 +95,7 @@ impl Evaluation {
                             let correlations = MapCorrelations {
                                 layer: rows(&maps.layer, values, keep),
                                 rollout: rows(&maps.rollout, values, keep),
-                                flow: rows(&maps.flow, values, keep),
+                                flow: maps.flow.as_ref().map(|flow| rows(flow, values, keep)),
                             };
                             (score.to_string(), correlations)
                         })
@@ -103,7 +107,7 @@ impl Evaluation {
         let correlate = |values: &[f64]| Correlations {
             raw: rows(&relevance.raw, values, keep),
             rollout: rows(&relevance.rollout, values, keep),
-            flow: rows(&relevance.flow, values, keep),
+            flow: (relevance.flow.as_ref()).map(|flow| rows(flow, values, keep)),
         };
         Self {
             scores: (scores.iter())
@@ -123,19 +127,21 @@ impl Evaluation {
         let known = SCORES.iter().filter(|s| self.scores.contains_key(**s));
         for score in known {
             let c = &self.scores[*score];
-            for (map, values) in [("raw", &c.raw), ("rollout", &c.rollout), ("flow", &c.flow)] {
-                out.push((*score, map.to_string(), values.as_slice()));
+            let maps = [("raw", Some(&c.raw)), ("rollout", Some(&c.rollout))];
+            for (map, values) in maps.into_iter().chain([("flow", c.flow.as_ref())]) {
+                if let Some(values) = values {
+                    out.push((*score, map.to_string(), values.as_slice()));
+                }
             }
             for (name, method) in self.methods.iter().flatten() {
                 let Some(c) = method.get(*score) else {
                     continue;
                 };
-                for (map, values) in [
-                    ("layer", &c.layer),
-                    ("rollout", &c.rollout),
-                    ("flow", &c.flow),
-                ] {
-                    out.push((*score, format!("{name} {map}"), values.as_slice()));
+                let maps = [("layer", Some(&c.layer)), ("rollout", Some(&c.rollout))];
+                for (map, values) in maps.into_iter().chain([("flow", c.flow.as_ref())]) {
+                    if let Some(values) = values {
+                        out.push((*score, format!("{name} {map}"), values.as_slice()));
+                    }
                 }
             }
         }
@@ -224,14 +230,15 @@ impl Summary {
                     &mut self.eraser.last_mut().unwrap().1
                 }
             };
+            // A report without flow adds to the rollout's columns only.
             let values = [
-                e.rollout.comprehensiveness,
-                e.rollout.sufficiency,
-                e.flow.comprehensiveness,
-                e.flow.sufficiency,
+                Some(e.rollout.comprehensiveness),
+                Some(e.rollout.sufficiency),
+                e.flow.map(|f| f.comprehensiveness),
+                e.flow.map(|f| f.sufficiency),
             ];
             for (column, value) in slot.iter_mut().zip(values) {
-                column.push(value);
+                column.extend(value);
             }
         }
         for (score, method, layers) in evaluation.entries() {
@@ -386,7 +393,7 @@ mod tests {
         let correlations = |v: f64| Correlations {
             raw: vec![Some(v), None],
             rollout: vec![Some(v), Some(v)],
-            flow: vec![Some(v), Some(1.0)],
+            flow: Some(vec![Some(v), Some(1.0)]),
         };
         let evaluation = |v| Evaluation {
             scores: ["gradient_norm", "gradient_x_input", "blank_out"]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use bert_explain::Report;
 use candle_core::{Device, Tensor};
-use common::{bin, fails, fixture, report_of, AttentionFixture};
+use common::{bin, fails, fixture, flow, report_of, AttentionFixture};
 
 /// The reference's own attention for a tiny-model case and the stack as a tensor.
 fn reference_attention(name: &str) -> (Tensor, AttentionFixture) {
@@ -60,7 +60,7 @@ fn npy_stack_gives_the_reference_maps_without_a_model() {
     for (got, want) in [
         (&report.relevance.raw, &want.relevance.raw),
         (&report.relevance.rollout, &want.relevance.rollout),
-        (&report.relevance.flow, &want.relevance.flow),
+        (flow(&report.relevance), flow(&want.relevance)),
     ] {
         assert_rows_close(got, want, 1e-9);
     }
@@ -87,7 +87,7 @@ fn fused_safetensors_stack_with_a_target_and_default_tokens() {
     );
     assert_eq!(report.heads, 1);
     let want = fixture_relevance("legacy-his-target");
-    assert_rows_close(&report.relevance.flow, &want.flow, 1e-6);
+    assert_rows_close(flow(&report.relevance), flow(&want), 1e-6);
     assert_rows_close(&report.relevance.rollout, &want.rollout, 1e-6);
 }
 
@@ -109,7 +109,11 @@ fn all_positions_holds_every_source_and_agrees_with_the_target_rows() {
     let all = report.all_positions.expect("all_positions in the report");
     let (layers, n) = (report.layers, fixture.tokens.len());
     // Raw rows are the model's f32 attention; rollout and flow are normalised in f64.
-    for (maps, tolerance) in [(&all.raw, 1e-6), (&all.rollout, 1e-9), (&all.flow, 1e-9)] {
+    for (maps, tolerance) in [
+        (&all.raw, 1e-6),
+        (&all.rollout, 1e-9),
+        (all.flow.as_ref().unwrap(), 1e-9),
+    ] {
         assert_eq!(maps.len(), layers);
         assert!(maps
             .iter()
@@ -119,7 +123,7 @@ fn all_positions_holds_every_source_and_agrees_with_the_target_rows() {
         }
     }
     for l in 0..layers {
-        assert_eq!(all.flow[l][3], report.relevance.flow[l]);
+        assert_eq!(all.flow.as_ref().unwrap()[l][3], flow(&report.relevance)[l]);
         assert_rows_close(
             &[all.raw[l][3].clone()],
             &[report.relevance.raw[l].clone()],
@@ -248,4 +252,39 @@ fn flow_counts_on_standard_error_when_asked_for() {
             assert_eq!(cells[2], n.to_string(), "layers 1 and 2 have a closed form");
         }
     }
+}
+
+/// Past 1,024 tokens flow is left out unless asked for, with a note saying how to ask; with
+/// `--flow` it is there, and `--flow --no-flow` is a usage error.
+#[test]
+fn flow_is_left_out_of_long_texts_unless_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 1025;
+    // One layer where each position attends to itself and the position after it.
+    let mut values = vec![0f32; n * n];
+    for i in 0..n {
+        values[i * n + i] += 0.5;
+        values[i * n + (i + 1) % n] += 0.5;
+    }
+    let file = npy(dir.path(), values, &[1, n, n]);
+    let args = ["--attention", arg(&file), "--target", "3", "--json"];
+    let output = bin().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Report = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(report.relevance.flow.is_none());
+    assert_eq!(report.relevance.rollout[0][3..5], [0.75, 0.25]);
+    assert!(
+        stderr.contains("attention flow was left out: 1025 tokens is more than 1024")
+            && stderr.contains("--flow"),
+        "{stderr}"
+    );
+    let asked: Report = report_of(bin().args(args).arg("--flow"));
+    assert_eq!(flow(&asked.relevance)[0][3..5], [0.75, 0.25]);
+    assert_eq!(asked.relevance.rollout, report.relevance.rollout);
+    fails(
+        &[&args[..], &["--flow", "--no-flow"]].concat(),
+        2,
+        &["--no-flow"],
+    );
 }

@@ -202,7 +202,10 @@ fn terminal_shows_the_scores_and_correlations() {
         .skip(2)
         .map(|v| v.parse().unwrap())
         .collect();
-    let reference = &fixture.evaluation.scores["blank_out"].flow;
+    let reference = fixture.evaluation.scores["blank_out"]
+        .flow
+        .as_ref()
+        .unwrap();
     for (p, r) in printed.iter().zip(reference) {
         assert!((p - r.unwrap()).abs() <= 5e-4, "{p} vs {r:?}");
     }

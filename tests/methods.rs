@@ -151,7 +151,7 @@ fn every_method_matches_the_reference() {
             let what = |map: &str| format!("{} {mixing} {map}", case.name);
             close(&what("layer"), &g.layer, &w.layer, tolerance);
             close(&what("rollout"), &g.rollout, &w.rollout, tolerance);
-            close(&what("flow"), &g.flow, &w.flow, tolerance);
+            close(&what("flow"), g.flow.as_ref().unwrap(), &w.flow, tolerance);
         }
         let Some(want_eraser) = &want.eraser else {
             continue;
@@ -161,7 +161,7 @@ fn every_method_matches_the_reference() {
             let g = &eraser[mixing];
             for (map, g, w) in [
                 ("rollout", &g.rollout, &w.rollout),
-                ("flow", &g.flow, &w.flow),
+                ("flow", &g.flow.unwrap(), &w.flow),
             ] {
                 let what = format!("{} {mixing} {map} ERASER", case.name);
                 assert!(
@@ -225,7 +225,7 @@ fn a_pre_norm_encoders_methods_match_the_reference() {
             };
             close(&what("layer"), &g.layer, &w.layer, layer);
             close(&what("rollout"), &g.rollout, &w.rollout, TINY);
-            close(&what("flow"), &g.flow, &w.flow, TINY);
+            close(&what("flow"), g.flow.as_ref().unwrap(), &w.flow, TINY);
         }
         assert_eq!(methods.len(), want.methods.len(), "{name}: every method");
     }
@@ -260,7 +260,12 @@ fn aggregations_match_the_hand_computed_cases() {
         let got = aggregate(&matrices, mixing, case.target, 0.5).unwrap();
         close(&case.name, &got.layer, &case.expected.layer, 1e-12);
         close(&case.name, &got.rollout, &case.expected.rollout, 1e-12);
-        close(&case.name, &got.flow, &case.expected.flow, 1e-12);
+        close(
+            &case.name,
+            got.flow.as_ref().unwrap(),
+            &case.expected.flow,
+            1e-12,
+        );
     }
 }
 
@@ -328,4 +333,46 @@ fn every_flow_reports_its_progress_to_the_end() {
         seen.iter().filter(|&&(done, total)| done == total).count(),
         3
     );
+}
+
+/// `--no-flow` leaves every flow out (attention's, each method's, from every position, their
+/// correlations and ERASER scores) and changes nothing else in the report.
+#[test]
+fn no_flow_leaves_out_every_flow_and_nothing_else() {
+    let model = repo().join("models/tiny-bert-modern");
+    let args = [
+        "--model",
+        model.to_str().unwrap(),
+        "--mixing",
+        "all",
+        "--evaluate",
+        "--all-positions",
+        "--json",
+        "The author talked to Sara about [MASK] book",
+    ];
+    let report = |extra: &[&str]| -> serde_json::Value {
+        let output = bin().args(args).args(extra).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    /// Every value under a key named `flow` removed, and how many there were.
+    fn without_flow(value: &mut serde_json::Value) -> usize {
+        match value {
+            serde_json::Value::Object(map) => {
+                let removed = usize::from(map.remove("flow").is_some());
+                removed + map.values_mut().map(without_flow).sum::<usize>()
+            }
+            serde_json::Value::Array(items) => items.iter_mut().map(without_flow).sum(),
+            _ => 0,
+        }
+    }
+    let mut full = report(&[]);
+    let mut none = report(&["--no-flow"]);
+    assert_eq!(without_flow(&mut none), 0, "no flow anywhere");
+    // Attention's, all positions', each of the 5 methods' maps, their ERASER, and the
+    // correlations of attention and of the 4 other methods with each of the 5 scores.
+    let removed = without_flow(&mut full);
+    assert!(removed >= 1 + 1 + 5 + 5 + 5 * 5, "{removed} flows");
+    assert_eq!(none, full);
 }

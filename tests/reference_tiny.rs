@@ -80,7 +80,7 @@ fn terminal_report_shows_the_reference_numbers() {
             .filter(|w| w.starts_with("0."))
             .collect();
         let r = &want.relevance;
-        let expected = [r.raw[last][j], r.rollout[last][j], r.flow[last][j]];
+        let expected = [r.raw[last][j], r.rollout[last][j], common::flow(r)[last][j]];
         assert_eq!(numbers.len(), 3, "row {row:?}");
         for (printed, value) in numbers.iter().zip(expected) {
             assert!(close(printed, value), "row {row:?}: {printed} vs {value}");

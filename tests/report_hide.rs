@@ -48,7 +48,7 @@ fn json_lists_kept_tokens_and_the_hidden_positions() {
         [
             r.relevance.raw.clone(),
             r.relevance.rollout.clone(),
-            r.relevance.flow.clone(),
+            r.relevance.flow.clone().unwrap(),
         ]
     };
     for (got, all) in methods(&shown).iter().zip(methods(&full)) {
@@ -62,7 +62,7 @@ fn json_lists_kept_tokens_and_the_hidden_positions() {
         }
     }
     let all = shown.all_positions.unwrap();
-    for maps in [&all.raw, &all.flow] {
+    for maps in [&all.raw, all.flow.as_ref().unwrap()] {
         assert_eq!(maps.len(), full.layers);
         assert!(maps
             .iter()
@@ -100,7 +100,12 @@ fn importance_follows_the_kept_tokens() {
         assert_eq!(e.scores.len(), every, "every score correlated");
         e.scores
             .values()
-            .flat_map(|k| k.raw.iter().chain(&k.rollout).chain(&k.flow))
+            .flat_map(|k| {
+                k.raw
+                    .iter()
+                    .chain(&k.rollout)
+                    .chain(k.flow.iter().flatten())
+            })
             .copied()
             .collect()
     };

@@ -82,8 +82,9 @@ pub fn attention_maps<'py>(
                 vec![layers, n],
             ),
             _ => {
-                let all = graph.all_positions(progress)?;
-                let maps = [all.rollout, all.flow, all.raw].into_iter().flatten();
+                let all = graph.all_positions(true, progress)?;
+                let flow = all.flow.unwrap_or_default();
+                let maps = [all.rollout, flow, all.raw].into_iter().flatten();
                 (row_major(maps.flatten()), vec![3, layers, n, n])
             }
         })

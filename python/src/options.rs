@@ -9,7 +9,7 @@ use bert_explain::cli::CausalArgs;
 use bert_explain::explain::{EvaluateOptions, DEFAULT_IG_STEPS, MAX_IG_STEPS};
 use bert_explain::importance::Blank;
 use bert_explain::methods::Mixing;
-use bert_explain::relevance::Progress;
+use bert_explain::relevance::{FlowChoice, Progress};
 use bert_explain::report::Format;
 use bert_explain::{ExplainOptions, HeadFusion, RelevanceOptions};
 use pyo3::prelude::*;
@@ -136,6 +136,19 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
     if let Some(html) = &html {
         Format::of_html(html).map_err(usage)?;
     }
+    // flow=True computes flow at any length, flow=False (or no_flow=True) never; neither
+    // leaves it to the text's length, as the command line without --flow or --no-flow.
+    let asked_flow = get("flow")?.map(|v| v.extract::<bool>()).transpose()?;
+    let flow = match (asked_flow, flag("no_flow")?) {
+        (Some(true), true) => {
+            return Err(usage(
+                "flow=True and no_flow=True contradict each other; pass one",
+            ))
+        }
+        (Some(true), false) => FlowChoice::Always,
+        (Some(false), _) | (None, true) => FlowChoice::Never,
+        (None, false) => FlowChoice::Auto,
+    };
     let explain = ExplainOptions {
         target: get("target")?.map(|v| v.extract::<usize>()).transpose()?,
         pair: string("pair")?,
@@ -147,6 +160,7 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             .unwrap_or(ExplainOptions::default().top_k),
         relevance: RelevanceOptions { fusion, residual },
         all_positions: flag("all_positions")?,
+        flow,
         // None for batch lines, as batch mode; for the rest, the bar and the stop for Ctrl-C
         // that interrupt.rs makes where the work runs.
         progress: None,

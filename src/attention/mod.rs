@@ -90,18 +90,18 @@ impl AttentionStack {
         Ok(stack)
     }
 
-    /// From the model's per-layer tensors whose heads were already reduced by `fusion` entry
-    /// by entry as each layer ran (before any renormalising), each `[1, 1, n, n]`, with each
-    /// head's sum, `[1, heads]`: a long text's stack without every head of every layer.
-    /// Attention that is not finite is an error naming the layer and head.
+    /// From the model's per-layer tensors whose heads were already fused by [`fuse_heads`]
+    /// as each layer ran, each `[1, 1, n, n]`, with each head's sum, `[1, heads]`: a long
+    /// text's stack without every head of every layer, joined without a second copy
+    /// ([`join`]). Attention that is not finite is an error naming the layer and head.
     pub fn from_fused_tensors(
-        fused: &[Tensor],
+        fused: Vec<Tensor>,
         head_sums: &[Tensor],
         fusion: HeadFusion,
     ) -> Result<Self> {
         let sums: Vec<Vec<f64>> = Tensor::cat(head_sums, 0)?.to_dtype(DType::F64)?.to_vec2()?;
         check_finite(&sums)?;
-        let mut stack = Self::new(Tensor::cat(fused, 0)?)?;
+        let mut stack = Self::new(join(fused)?)?;
         stack.fused_on_reading = Some((fusion, sums.first().map_or(1, Vec::len)));
         Ok(stack)
     }
@@ -291,18 +291,83 @@ impl HostReader for FuseHeads {
 
     fn read<T: Copy + Into<f64> + Sync>(self, values: &[T]) -> Vec<f64> {
         let mut fused = vec![0.0; values.len() / self.heads];
-        // Layers on threads of their own; each entry's arithmetic is the same either way.
-        let layers = values.par_chunks_exact(self.heads * self.size);
-        fused
-            .par_chunks_exact_mut(self.size)
-            .zip(layers)
-            .for_each(|(into, layer)| {
-                for (h, head) in layer.chunks_exact(self.size).enumerate() {
+        // Each layer in parts on threads of their own (a long text's one layer is hundreds
+        // of megabytes); each entry's arithmetic is the same either way.
+        const PART: usize = 1 << 16;
+        for (into, layer) in fused
+            .chunks_exact_mut(self.size)
+            .zip(values.chunks_exact(self.heads * self.size))
+        {
+            into.par_chunks_mut(PART).enumerate().for_each(|(k, into)| {
+                for h in 0..self.heads {
+                    let start = h * self.size + k * PART;
+                    let head = &layer[start..start + into.len()];
                     fuse_head(into, head, h, self.heads, self.fusion);
                 }
             });
+        }
         fused
     }
+}
+
+/// The heads of `probs`, `[b, heads, n, n]`, fused entry by entry by `fusion` (before any
+/// renormalising), `[b, 1, n, n]` in [`compute_dtype`]: on the host read where they lie with
+/// [`FuseHeads`]'s arithmetic (so [`AttentionStack::fuse`] of the whole stack gives the same
+/// bits, and no widened copy of every head is made), elsewhere with tensor operations.
+pub fn fuse_heads(probs: &Tensor, fusion: HeadFusion) -> Result<Tensor> {
+    let (b, heads, n, _) = probs.dims4()?;
+    let reader = FuseHeads {
+        fusion,
+        heads,
+        size: n * n,
+    };
+    if let Some(values) = read_on_host(probs, reader) {
+        return Ok(Tensor::from_vec(values, (b, 1, n, n), &Device::Cpu)?);
+    }
+    let wide = &probs.to_dtype(compute_dtype(probs.device()))?;
+    Ok(match fusion {
+        HeadFusion::Mean => wide.mean_keepdim(1)?,
+        HeadFusion::Max => wide.max_keepdim(1)?,
+        HeadFusion::Min => wide.min_keepdim(1)?,
+    })
+}
+
+/// Layers' tensors appended to one buffer, each widened to f64 as it is read.
+struct Append<'a>(&'a mut Vec<f64>);
+
+impl HostReader for Append<'_> {
+    type Output = ();
+
+    fn read<T: Copy + Into<f64> + Sync>(self, values: &[T]) {
+        self.0.extend(values.iter().map(|&v| v.into()));
+    }
+}
+
+/// `layers` (each `[1, …]`, the same shape) joined along a new first dimension. On the host
+/// each is appended to one buffer and freed as it is read, so the join never holds two
+/// copies of the stack (at n = 8,192 one is 11.8 GB); elsewhere a concatenation.
+fn join(layers: Vec<Tensor>) -> Result<Tensor> {
+    let Some(first) = layers.first() else {
+        return Err(Error::Attention("no layers".into()));
+    };
+    if !first.device().is_cpu() {
+        return Ok(Tensor::cat(&layers, 0)?);
+    }
+    let mut dims = first.dims().to_vec();
+    dims[0] = layers.len();
+    let mut values = Vec::with_capacity(dims.iter().product());
+    for layer in layers {
+        if layer.dims()[1..] != dims[1..] {
+            return Err(Error::Attention(format!(
+                "layers of shapes {:?} and {:?}",
+                &dims[1..],
+                &layer.dims()[1..]
+            )));
+        }
+        let joined = read_on_host(&layer.contiguous()?, Append(&mut values));
+        joined.ok_or_else(|| Error::Attention("a layer of integers".into()))?;
+    }
+    Ok(Tensor::from_vec(values, dims, &Device::Cpu)?)
 }
 
 /// Fuses head `h` of `heads` (any part of it) into `into`, the same part of the fusion so
@@ -383,15 +448,19 @@ impl HostReader for Residual {
             .par_chunks_exact_mut(n)
             .zip(rows)
             .enumerate()
-            .for_each(|(r, (into, row))| {
-                combine(into, row, |_, v| v * (1.0 - self.alpha));
-                into[r % n] += self.alpha;
-                let sum: f64 = into.iter().fold(0.0, |sum, &v| sum + v);
-                if sum != 0.0 {
-                    into.iter_mut().for_each(|v| *v /= sum);
-                }
-            });
+            .for_each(|(r, (into, row))| augment_row(into, row, r % n, self.alpha));
         augmented
+    }
+}
+
+/// Row `i` of one layer of [`with_residual`] into `into`, from the same row of the fused
+/// layer: [`Residual`]'s arithmetic, for a layer made one row (or one layer) at a time.
+pub(crate) fn augment_row<T: Copy + Into<f64>>(into: &mut [f64], row: &[T], i: usize, alpha: f64) {
+    combine(into, row, |_, v| v * (1.0 - alpha));
+    into[i] += alpha;
+    let sum: f64 = into.iter().fold(0.0, |sum, &v| sum + v);
+    if sum != 0.0 {
+        into.iter_mut().for_each(|v| *v /= sum);
     }
 }
 

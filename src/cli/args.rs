@@ -115,6 +115,12 @@ pub struct Args {
     #[arg(long)]
     pub all_positions: bool,
 
+    /// Leave attention flow out: the report has raw attention and rollout (and each
+    /// --mixing method's layer and rollout maps). Without --flow or --no-flow, an encoder
+    /// computes flow for texts of up to 1,024 tokens.
+    #[arg(long, conflicts_with = "flow")]
+    pub no_flow: bool,
+
     // Methods beyond attention (SPEC §8), as the registry names them.
     #[arg(long, value_name = "M,M..", help = mixing_help())]
     pub mixing: Option<String>,

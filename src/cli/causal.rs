@@ -38,7 +38,8 @@ pub struct CausalArgs {
     #[arg(long)]
     pub correction: bool,
 
-    /// Also compute attention flow for every generated token (slow for long texts).
+    /// Compute attention flow: a causal model's for every generated token (slow for long
+    /// texts), an encoder's at any length (without it, only up to 1,024 tokens).
     #[arg(long)]
     pub flow: bool,
 

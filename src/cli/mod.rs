@@ -18,6 +18,7 @@ use bert_explain::{
     explain::{explain_attention, EvaluateOptions, Progress},
     importance::Blank,
     methods::Mixing,
+    relevance::{FlowChoice, FLOW_AUTO_LIMIT},
     report::{
         remove_partial_outputs_on_interrupt, terminal_text, Colour, Explained, Format, OutputFile,
         View,
@@ -135,6 +136,7 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
     let shown = match (&args.attention, &args.text) {
         (Some(file), _) => {
             let report = explain_file(file, args.tokens.as_deref(), &device, &options)?;
+            note_flow(&report, &options);
             view(report, args.hide_special)
         }
         (None, Some(text)) if mode == Mode::Causal => {
@@ -143,7 +145,9 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         (None, Some(text)) => {
             let explainer = load_explainer(args, matches, &device)?;
             options.mixing = mixing_for(&explainer, args, options.mixing);
-            view(explainer.explain(text, &options)?, args.hide_special)
+            let report = explainer.explain(text, &options)?;
+            note_flow(&report, &options);
+            view(report, args.hide_special)
         }
         (None, None) => unreachable!("clap requires the text unless --attention is given"),
     };
@@ -169,6 +173,19 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         .render(&shown, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("cannot write the report to stdout")
+}
+
+/// A note on stderr where flow was left out of a long text unasked.
+fn note_flow(report: &Report, options: &ExplainOptions) {
+    if report.relevance.flow.is_none() && options.flow == FlowChoice::Auto {
+        eprintln!(
+            "Note: attention flow was left out: {} tokens is more than {FLOW_AUTO_LIMIT}, and \
+             flow solves {} max-flow problems there; add --flow to compute it anyway, or \
+             --no-flow to leave it out without this note.",
+            report.tokens.len(),
+            report.layers * report.tokens.len()
+        );
+    }
 }
 
 /// An encoder's report as shown: every token, or with `--hide-special` (`hide`) the tokens
@@ -198,6 +215,11 @@ fn explain_options(args: &Args) -> anyhow::Result<ExplainOptions> {
             residual: args.residual,
         },
         all_positions: args.all_positions,
+        flow: match (args.causal.flow, args.no_flow) {
+            (true, _) => FlowChoice::Always,
+            (false, true) => FlowChoice::Never,
+            (false, false) => FlowChoice::Auto,
+        },
         progress: None,
         mixing: args.mixing.as_deref().map(Mixing::parse_list).transpose()?,
         evaluate: args.evaluate.then(|| EvaluateOptions {

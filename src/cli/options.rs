@@ -33,6 +33,8 @@ pub const ENCODER_OPTIONS: &[&str] = &[
     "candidates",
     "top_k",
     "all_positions",
+    "flow",
+    "no_flow",
     "mixing",
     "fusion",
     "residual",
@@ -89,7 +91,7 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("temperature", &[Causal, CausalBatch]),
     ("top_prompt", &[Causal, CausalBatch]),
     ("correction", &[Causal, CausalBatch]),
-    ("flow", &[Causal, CausalBatch]),
+    ("no_flow", &[Masked, Attention, Batch]),
     ("skip_common", &[Causal, CausalBatch]),
     ("figure_token", &[Causal]),
 ];

@@ -13,41 +13,40 @@ use crate::methods::{Methods, Mixing};
 use crate::relevance::{AttentionGraph, Progress, Relevance};
 use crate::report::{Prediction, Report, Target};
 
-/// ERASER of attention's last-layer rollout and flow, and of every other method's.
+/// ERASER of attention's last-layer rollout and flow (where computed), and of every other
+/// method's.
 pub(super) fn eraser_of_every_map(
     input: &Erasable,
     relevance: &Relevance,
     methods: Option<&Methods>,
 ) -> Result<BTreeMap<String, Eraser>> {
     let last = |maps: &'_ [Vec<f64>]| -> Vec<f64> { maps.last().cloned().unwrap_or_default() };
+    let last_of = |maps: &'_ Option<Vec<Vec<f64>>>| maps.as_deref().map(last);
     let mut named = vec![(
         Mixing::ATTENTION.name().to_string(),
         last(&relevance.rollout),
-        last(&relevance.flow),
+        last_of(&relevance.flow),
     )];
     for (name, maps) in methods.into_iter().flatten() {
         if name != Mixing::ATTENTION.name() {
-            named.push((name.clone(), last(&maps.rollout), last(&maps.flow)));
+            named.push((name.clone(), last(&maps.rollout), last_of(&maps.flow)));
         }
     }
     let maps: Vec<&[f64]> = named
         .iter()
-        .flat_map(|(_, rollout, flow)| [rollout.as_slice(), flow.as_slice()])
+        .flat_map(|(_, rollout, flow)| std::iter::once(rollout.as_slice()).chain(flow.as_deref()))
         .collect();
+    // One score per map, in the maps' order: each name's rollout, then its flow if any.
     let scores = aopc(input, &maps)?;
-    Ok(named
-        .into_iter()
-        .zip(scores.chunks(2))
-        .map(|((name, _, _), pair)| {
-            (
-                name,
-                Eraser {
-                    rollout: pair[0],
-                    flow: pair[1],
-                },
-            )
-        })
-        .collect())
+    let mut next = scores.iter().copied();
+    let mut eraser = BTreeMap::new();
+    for (name, _, flow) in named {
+        if let Some(rollout) = next.next() {
+            let flow = flow.and_then(|_| next.next());
+            eraser.insert(name, Eraser { rollout, flow });
+        }
+    }
+    Ok(eraser)
 }
 
 /// Explains an attention stack saved by another framework: the same maps, no prediction.
@@ -106,11 +105,12 @@ pub(super) fn assemble(
     options: &ExplainOptions,
 ) -> Result<Report> {
     let progress = Progress::of(options.progress.as_ref());
-    let relevance = graph.relevance_with(target, progress)?;
-    let maps = [&relevance.raw, &relevance.rollout, &relevance.flow];
-    if maps
-        .iter()
-        .flat_map(|m| m.iter().flatten())
+    let flow = options.flow.wanted(graph.len());
+    let relevance = graph.relevance_with(target, flow, progress)?;
+    let maps = [&relevance.raw, &relevance.rollout];
+    if (maps.into_iter().chain(&relevance.flow))
+        .flatten()
+        .flatten()
         .any(|v| !v.is_finite())
     {
         return Err(Error::NotFinite {
@@ -118,7 +118,7 @@ pub(super) fn assemble(
         });
     }
     let all_positions = match options.all_positions {
-        true => Some(graph.all_positions(progress)?),
+        true => Some(graph.all_positions(flow, progress)?),
         false => None,
     };
     Ok(Report {

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 
-use crate::attention::{AttentionStack, HeadFusion, LayerHeads};
+use crate::attention::{AttentionStack, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, TokenizerFiles, Weights};
 use crate::device::bind_to_thread;
 use crate::eraser::Erasable;
@@ -25,7 +25,7 @@ use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
 use crate::model::{EncoderConfig, Heads, Keep, Model, ModelOutput, Predicts, Reads, Task};
 pub use crate::relevance::Progress;
-use crate::relevance::{fuse_to_host, AttentionGraph, RelevanceOptions};
+use crate::relevance::{fuse_to_host, AttentionGraph, FlowChoice, RelevanceOptions};
 use crate::report::{Prediction, Report};
 use crate::tokens::{Encoding, TextTokenizer};
 
@@ -47,6 +47,9 @@ pub struct ExplainOptions {
     pub relevance: RelevanceOptions,
     /// Also compute raw attention, rollout and flow from every position.
     pub all_positions: bool,
+    /// Whether flow is computed (here and from every position, for attention and every
+    /// method).
+    pub flow: FlowChoice,
     /// Told how far each flow has got (flow from every position can take minutes on long
     /// texts; from one position, on peaked attention).
     pub progress: Option<Progress>,
@@ -103,6 +106,7 @@ impl Default for ExplainOptions {
             top_k: 5,
             relevance: RelevanceOptions::default(),
             all_positions: false,
+            flow: FlowChoice::Auto,
             progress: None,
             evaluate: None,
             mixing: None,
@@ -213,11 +217,7 @@ impl Explainer {
         // long text never holds every head of every layer.
         let fusion = options.relevance.fusion;
         let keep = Keep {
-            heads: match fusion {
-                HeadFusion::Mean => Heads::Mean,
-                HeadFusion::Max => Heads::Max,
-                HeadFusion::Min => Heads::Min,
-            },
+            heads: Heads::Fused(fusion),
             ..Keep::default()
         };
         let output = self.model.forward(&input, Some(&types), target, keep)?;
@@ -225,13 +225,17 @@ impl Explainer {
         self.device.synchronize()?;
         let model_seconds = start.elapsed().as_secs_f64();
         let start = Instant::now();
-        let head_sums = output
+        // Each layer's fusion moves into the stack, freed as it is joined.
+        let (fused, head_sums): (Vec<Tensor>, Vec<Option<Tensor>>) = output
             .layers
-            .iter()
-            .map(|l| l.head_sums.clone())
+            .into_iter()
+            .map(|l| (l.probs, l.head_sums))
+            .unzip();
+        let head_sums = head_sums
+            .into_iter()
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| Error::Attention("a layer kept no head sums".into()))?;
-        let stack = AttentionStack::from_fused_tensors(&output.attentions(), &head_sums, fusion)?;
+        let stack = AttentionStack::from_fused_tensors(fused, &head_sums, fusion)?;
         let fused = fuse_to_host(&stack, options.relevance)?;
         let probs = match &output.logits {
             Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),

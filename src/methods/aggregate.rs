@@ -17,22 +17,26 @@ pub fn aggregate(
     target: usize,
     alpha: f64,
 ) -> Result<MethodMaps> {
-    aggregate_with(matrices, mixing, target, alpha, &no_progress)
+    aggregate_with(matrices, mixing, target, alpha, true, &no_progress)
 }
 
-/// [`aggregate`], telling `progress` how far the flow has got.
+/// [`aggregate`], its flow only with `flow`, telling `progress` how far the flow has got.
 pub fn aggregate_with(
     matrices: &Tensor,
     mixing: Mixing,
     target: usize,
     alpha: f64,
+    flow: bool,
     progress: &ProgressFn,
 ) -> Result<MethodMaps> {
     let propagated = Propagated::of(matrices, mixing, alpha)?;
     Ok(MethodMaps {
         layer: propagated.layer(target)?,
         rollout: propagated.rollout(target)?,
-        flow: propagated.flow_with(target, progress)?,
+        flow: match flow {
+            true => Some(propagated.flow_with(target, progress)?),
+            false => None,
+        },
     })
 }
 
@@ -119,7 +123,7 @@ mod tests {
         assert!((maps.rollout[1][0] - 0.6).abs() < 1e-15);
         assert!((maps.rollout[1][1] - 0.4).abs() < 1e-15);
         // Flow on (I + M_l) row-normalised: layer 1 = [[1, 0], [0, 1]] from 0 reaches 0 only.
-        assert_eq!(maps.flow[0], vec![1.0, 0.0]);
+        assert_eq!(maps.flow.unwrap()[0], vec![1.0, 0.0]);
     }
 
     /// A method whose M holds the residual is rolled out as it is (rows normalised), one

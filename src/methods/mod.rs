@@ -228,7 +228,9 @@ const fn same(a: &[u8], b: &[u8]) -> bool {
 pub struct MethodMaps {
     pub layer: Vec<Vec<f64>>,
     pub rollout: Vec<Vec<f64>>,
-    pub flow: Vec<Vec<f64>>,
+    /// Absent where attention's flow is ([`crate::relevance::FlowChoice`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Vec<Vec<f64>>>,
 }
 
 /// Every computed method's maps, by mixing name (the report's `methods`).
@@ -265,8 +267,8 @@ pub struct Run<'a> {
 
 /// Every mixing in `mixings`, aggregated for the run's target. Attention's maps are the
 /// report's own (`relevance`, computed with the same options); the other methods read one
-/// more forward pass, which keeps the layers' internals. `progress` is told how far each
-/// flow has got.
+/// more forward pass, which keeps the layers' internals. Each has a flow map where attention
+/// has one (`relevance.flow`); `progress` is told how far each flow has got.
 pub fn compute(
     run: &Run,
     mixings: &[Mixing],
@@ -299,7 +301,9 @@ pub fn compute(
             (_, Some(output)) => {
                 let matrices = matrices(run, output, mixing)?;
                 check_finite(&matrices, mixing)?;
-                aggregate_with(&matrices, mixing, run.target, options.residual, progress)?
+                let flow = relevance.flow.is_some();
+                let alpha = options.residual;
+                aggregate_with(&matrices, mixing, run.target, alpha, flow, progress)?
             }
             (_, None) => unreachable!("the pass runs for every method but attention"),
         };

@@ -22,6 +22,7 @@ use std::path::Path;
 
 use candle_core::{IndexOp, Tensor};
 
+use crate::attention::{fuse_heads, HeadFusion};
 use crate::checkpoint::Weights;
 use crate::error::Result;
 pub use body::Body;
@@ -51,37 +52,26 @@ pub struct Keep {
     pub heads: Heads,
 }
 
-/// What of a layer's heads its trace keeps: every head, or one entry-wise reduction of them
-/// (a long text's maps need only the fused `[L, n, n]`, and every head of every layer would
-/// be `L · H` times that).
+/// What of a layer's heads its trace keeps: every head, or their fusion (a long text's maps
+/// need only the fused `[L, n, n]`, and every head of every layer would be `L · H` times that).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Heads {
     #[default]
     Every,
-    Mean,
-    Max,
-    Min,
+    Fused(HeadFusion),
 }
 
 impl LayerTrace {
-    /// The trace with `probs` reduced over its heads as `heads` says, `[b, 1, n, n]` (every
-    /// head as it was for [`Heads::Every`]), in f64 (f32 on Metal, which has none), as the
-    /// stack's own fusion widens the values it reads; `head_sums` set.
+    /// The trace with `probs` fused over its heads as `heads` says, `[b, 1, n, n]`
+    /// ([`fuse_heads`]: in f64 but on Metal, read where the heads lie without a widened copy
+    /// of them; every head as it was for [`Heads::Every`]), and `head_sums` set.
     pub fn keeping(self, heads: Heads) -> Result<Self> {
-        let reduce = match heads {
-            Heads::Every => return Ok(self),
-            Heads::Mean => Tensor::mean_keepdim::<usize>,
-            Heads::Max => Tensor::max_keepdim::<usize>,
-            Heads::Min => Tensor::min_keepdim::<usize>,
+        let Heads::Fused(fusion) = heads else {
+            return Ok(self);
         };
-        let wide = match self.probs.device().is_metal() {
-            true => candle_core::DType::F32,
-            false => candle_core::DType::F64,
-        };
-        let probs = &self.probs.to_dtype(wide)?;
         Ok(Self {
-            probs: reduce(probs, 1)?,
-            head_sums: Some(probs.sum((2, 3))?),
+            head_sums: Some(self.probs.sum((2, 3))?),
+            probs: fuse_heads(&self.probs, fusion)?,
             ..self
         })
     }
@@ -298,20 +288,30 @@ mod tests {
     #[test]
     fn heads_are_reduced_entry_by_entry_and_each_heads_sum_kept() {
         let heads = vec![0.5, 0.5, 1.0, 0.0, 0.25, 0.75, 0.0, 1.0];
-        let mean = trace(heads.clone()).keeping(Heads::Mean).unwrap().probs;
+        let mean = trace(heads.clone())
+            .keeping(Heads::Fused(HeadFusion::Mean))
+            .unwrap()
+            .probs;
         assert_eq!(mean.dims(), &[1, 1, 2, 2]);
         let mean: Vec<f64> = mean.flatten_all().unwrap().to_vec1().unwrap();
         assert_eq!(mean, [0.375, 0.625, 0.5, 0.5]);
-        let max = trace(heads.clone()).keeping(Heads::Max).unwrap().probs;
+        let max = trace(heads.clone())
+            .keeping(Heads::Fused(HeadFusion::Max))
+            .unwrap()
+            .probs;
         let max: Vec<f64> = max.flatten_all().unwrap().to_vec1().unwrap();
         assert_eq!(max, [0.5, 0.75, 1.0, 1.0]);
         let every = trace(heads.clone()).keeping(Heads::Every).unwrap().probs;
         assert_eq!(every.dims(), &[1, 2, 2, 2]);
         let mut bad = heads;
         bad[4] = f32::NAN;
-        let sums = trace(bad).keeping(Heads::Min).unwrap().head_sums.unwrap();
+        let sums = trace(bad)
+            .keeping(Heads::Fused(HeadFusion::Min))
+            .unwrap()
+            .head_sums
+            .unwrap();
         assert_eq!(sums.dims(), &[1, 2]);
-        let sums: Vec<f64> = sums.flatten_all().unwrap().to_vec1().unwrap();
+        let sums: Vec<f32> = sums.flatten_all().unwrap().to_vec1().unwrap();
         assert!(sums[0] == 2.0 && sums[1].is_nan(), "{sums:?}");
     }
 }

@@ -10,7 +10,7 @@ pub use flow::{
     flow, flow_from_every_position, flow_from_every_position_with, flow_with, max_flow,
 };
 pub use raw::raw;
-pub use rollout::{joint_attention, rollout, rollout_on_host};
+pub use rollout::{joint_attention, rollout, rollout_on_host, Augmenting};
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -76,12 +76,43 @@ impl PartialEq for Progress {
     }
 }
 
+/// Whether an encoder's report computes attention flow: its cost grows far faster with the
+/// text's length than the other maps' (it solves `L · n` max-flow problems on a graph of
+/// `L · n²` edges), so past [`FLOW_AUTO_LIMIT`] tokens it is computed only when asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FlowChoice {
+    /// Up to [`FLOW_AUTO_LIMIT`] tokens.
+    #[default]
+    Auto,
+    /// At any length (`--flow`).
+    Always,
+    /// Never (`--no-flow`).
+    Never,
+}
+
+/// The longest text whose flow [`FlowChoice::Auto`] computes: every input of a 512-position
+/// encoder, and twice that.
+pub const FLOW_AUTO_LIMIT: usize = 1024;
+
+impl FlowChoice {
+    /// Whether a text of `n` tokens gets its flow.
+    pub fn wanted(self, n: usize) -> bool {
+        match self {
+            Self::Auto => n <= FLOW_AUTO_LIMIT,
+            Self::Always => true,
+            Self::Never => false,
+        }
+    }
+}
+
 /// The three methods' maps for one target, each `[L][n]` (index 0 is layer 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Relevance {
     pub raw: Vec<Vec<f64>>,
     pub rollout: Vec<Vec<f64>>,
-    pub flow: Vec<Vec<f64>>,
+    /// Absent where flow was not computed ([`FlowChoice`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Vec<Vec<f64>>>,
 }
 
 /// Raw attention, rollout and flow from every position, each `[L][n][n]`: `[l][i][j]` is
@@ -93,15 +124,17 @@ pub struct AllPositions {
     #[serde(default)]
     pub raw: Vec<Vec<Vec<f64>>>,
     pub rollout: Vec<Vec<Vec<f64>>>,
-    pub flow: Vec<Vec<Vec<f64>>>,
+    /// Absent where flow was not computed ([`FlowChoice`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Vec<Vec<Vec<f64>>>>,
 }
 
-/// The layers as a graph, on the host: fused attention, and the residual-augmented layers
-/// that rollout and flow read.
+/// The layers as a graph, on the host: the fused attention alone. Rollout makes each
+/// residual-augmented layer as it reads it, so a long text holds one augmented layer and not
+/// L; flow and every position's maps make them all (their own cost is far larger).
 pub struct AttentionGraph {
     fused: Tensor,
-    augmented: Tensor,
-    capacities: HostLayers,
+    residual: f64,
 }
 
 impl AttentionGraph {
@@ -113,27 +146,41 @@ impl AttentionGraph {
 
     /// The graph of `[L, n, n]` fused attention from [`fuse_to_host`]: the host's half.
     pub fn from_fused(fused: Tensor, options: RelevanceOptions) -> Result<Self> {
-        let fused = host(&fused)?;
-        let augmented = with_residual(&fused, options.residual)?;
         Ok(Self {
-            capacities: HostLayers::new(&augmented)?,
-            augmented,
-            fused,
+            fused: host(&fused)?.contiguous()?,
+            residual: options.residual,
         })
+    }
+
+    /// The number of tokens.
+    pub fn len(&self) -> usize {
+        self.fused.dims().get(1).copied().unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Raw attention, rollout and flow for `target` (< n).
     pub fn relevance(&self, target: usize) -> Result<Relevance> {
-        self.relevance_with(target, &no_progress)
+        self.relevance_with(target, true, &no_progress)
     }
 
-    /// [`Self::relevance`], calling `progress(done, total)` as the flow advances (see
-    /// [`flow_with`]).
-    pub fn relevance_with(&self, target: usize, progress: &ProgressFn) -> Result<Relevance> {
+    /// Raw attention, rollout and (with `flow`) flow for `target`, calling
+    /// `progress(done, total)` as the flow advances (see [`flow_with`]).
+    pub fn relevance_with(
+        &self,
+        target: usize,
+        flow: bool,
+        progress: &ProgressFn,
+    ) -> Result<Relevance> {
         Ok(Relevance {
             raw: self.raw(target)?,
             rollout: self.rollout(target)?,
-            flow: self.flow_with(target, progress)?,
+            flow: match flow {
+                true => Some(self.flow_with(target, progress)?),
+                false => None,
+            },
         })
     }
 
@@ -144,31 +191,43 @@ impl AttentionGraph {
 
     /// Rollout alone for `target` (< n), `[L][n]`, without computing any flow.
     pub fn rollout(&self, target: usize) -> Result<Vec<Vec<f64>>> {
-        Ok(self
-            .capacities
-            .read(|layers| rollout_on_host(layers, target)))
+        let fused = HostLayers::new(&self.fused)?;
+        Ok(fused.read(|layers| rollout_on_host(&Augmenting::new(layers, self.residual), target)))
+    }
+
+    /// The residual-augmented layers `Â_l`, `[L, n, n]`, each as flow reads it.
+    fn augmented(&self) -> Result<(Tensor, HostLayers)> {
+        let augmented = with_residual(&self.fused, self.residual)?;
+        let capacities = HostLayers::new(&augmented)?;
+        Ok((augmented, capacities))
     }
 
     /// Flow alone for `target` (< n), `[L][n]`.
-    pub fn flow(&self, target: usize) -> Vec<Vec<f64>> {
-        self.capacities.read(|capacities| flow(capacities, target))
+    pub fn flow(&self, target: usize) -> Result<Vec<Vec<f64>>> {
+        self.flow_with(target, &no_progress)
     }
 
     /// [`Self::flow`], calling `progress(done, total)` as it advances (see [`flow_with`]).
     pub fn flow_with(&self, target: usize, progress: &ProgressFn) -> Result<Vec<Vec<f64>>> {
-        self.capacities
-            .read(|capacities| flow_with(capacities, target, progress))
+        let (_, capacities) = self.augmented()?;
+        capacities.read(|capacities| flow_with(capacities, target, progress))
     }
 
-    /// Raw attention, rollout and flow from every position, calling `progress(done, total)`
-    /// as the flows advance (see [`flow_from_every_position_with`]).
-    pub fn all_positions(&self, progress: &ProgressFn) -> Result<AllPositions> {
+    /// Raw attention, rollout and (with `flow`) flow from every position, calling
+    /// `progress(done, total)` as the flows advance (see [`flow_from_every_position_with`]).
+    pub fn all_positions(&self, flow: bool, progress: &ProgressFn) -> Result<AllPositions> {
+        let (augmented, capacities) = self.augmented()?;
+        let flow = match flow {
+            true => Some(
+                capacities
+                    .read(|capacities| flow_from_every_position_with(capacities, progress))?,
+            ),
+            false => None,
+        };
         Ok(AllPositions {
             raw: self.fused.to_vec3()?,
-            rollout: host(&joint_attention(&self.augmented)?)?.to_vec3()?,
-            flow: self
-                .capacities
-                .read(|capacities| flow_from_every_position_with(capacities, progress))?,
+            rollout: host(&joint_attention(&augmented)?)?.to_vec3()?,
+            flow,
         })
     }
 }

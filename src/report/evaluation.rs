@@ -95,14 +95,19 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
             "method", "rollout comp.", "rollout suff.", "flow comp.", "flow suff."
         )?;
         for (name, e) in eraser {
-            writeln!(
+            write!(
                 out,
-                "  {name:<16} {:>+15.4} {:>+15.4} {:>+15.4} {:>+15.4}",
-                e.rollout.comprehensiveness,
-                e.rollout.sufficiency,
-                e.flow.comprehensiveness,
-                e.flow.sufficiency
+                "  {name:<16} {:>+15.4} {:>+15.4}",
+                e.rollout.comprehensiveness, e.rollout.sufficiency
             )?;
+            match e.flow {
+                Some(flow) => writeln!(
+                    out,
+                    " {:>+15.4} {:>+15.4}",
+                    flow.comprehensiveness, flow.sufficiency
+                )?,
+                None => writeln!(out, " {:>15} {:>15}", "no flow", "no flow")?,
+            }
         }
     }
     Ok(())

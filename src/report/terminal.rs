@@ -159,11 +159,11 @@ fn write_last_layer(view: &View, out: &mut dyn Write) -> std::io::Result<()> {
             "Method {name}, layer {} of {}",
             report.layers, report.layers
         );
-        let columns = [
-            ("layer", &maps.layer),
-            ("rollout", &maps.rollout),
-            ("flow", &maps.flow),
-        ];
+        let columns = present([
+            ("layer", Some(&maps.layer)),
+            ("rollout", Some(&maps.rollout)),
+            ("flow", maps.flow.as_ref()),
+        ]);
         write_table(view, &title, &columns, out)?;
     }
     Ok(())
@@ -235,7 +235,8 @@ impl Terminal {
         let Some(all) = &report.all_positions else {
             return Ok(());
         };
-        for (name, maps) in [("rollout", &all.rollout), ("flow", &all.flow)] {
+        let maps = [("rollout", Some(&all.rollout)), ("flow", all.flow.as_ref())];
+        for (name, maps) in maps.into_iter().filter_map(|(n, m)| m.map(|m| (n, m))) {
             let Some(last) = maps.last() else { continue };
             let title = format!(
                 "{name} from every position, layer {}: rows are positions, columns input tokens",
@@ -321,9 +322,21 @@ fn ansi256(rgb: [u8; 3]) -> u8 {
     16 + 36 * r + 6 * g + b
 }
 
-fn methods(report: &Report) -> [(&'static str, &Vec<Vec<f64>>); 3] {
+/// The maps the report has, in order (flow only where it was computed).
+fn methods(report: &Report) -> Vec<(&'static str, &Vec<Vec<f64>>)> {
     let r = &report.relevance;
-    [("raw", &r.raw), ("rollout", &r.rollout), ("flow", &r.flow)]
+    present([
+        ("raw", Some(&r.raw)),
+        ("rollout", Some(&r.rollout)),
+        ("flow", r.flow.as_ref()),
+    ])
+}
+
+/// The named maps that are there.
+fn present<T>(maps: [(&'static str, Option<T>); 3]) -> Vec<(&'static str, T)> {
+    maps.into_iter()
+        .filter_map(|(name, map)| map.map(|map| (name, map)))
+        .collect()
 }
 
 fn token_width(report: &Report) -> usize {

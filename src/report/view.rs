@@ -78,13 +78,13 @@ impl View {
         let r = &report.relevance;
         shown.relevance.raw = rows(&r.raw);
         shown.relevance.rollout = rows(&r.rollout);
-        shown.relevance.flow = rows(&r.flow);
+        shown.relevance.flow = r.flow.as_deref().map(rows);
         if let (Some(methods), Some(out)) = (&report.methods, &mut shown.methods) {
             for (name, maps) in methods {
                 let shown_maps = out.get_mut(name).expect("the same methods");
                 shown_maps.layer = rows(&maps.layer);
                 shown_maps.rollout = rows(&maps.rollout);
-                shown_maps.flow = rows(&maps.flow);
+                shown_maps.flow = maps.flow.as_deref().map(rows);
             }
         }
         if let (Some(all), Some(out)) = (&report.all_positions, &mut shown.all_positions) {
@@ -97,7 +97,7 @@ impl View {
             };
             out.raw = square(&all.raw);
             out.rollout = square(&all.rollout);
-            out.flow = square(&all.flow);
+            out.flow = all.flow.as_deref().map(square);
         }
         // Importance scores are not distributions: kept as they are, only filtered; the
         // correlations are recomputed over the kept tokens.

@@ -137,19 +137,28 @@ pub fn figure(view: &View) -> String {
     header(&mut svg, view);
     let max = scale_max(view);
     let r = &view.report.relevance;
-    for (k, rows) in [&r.raw, &r.rollout, &r.flow].into_iter().enumerate() {
-        panel(&mut svg, view, &layout, k, GRID_TOP, METHODS[k], rows, max);
+    // A map the report lacks (flow left out of a long text) is an empty panel saying so.
+    let maps = [Some(&r.raw), Some(&r.rollout), r.flow.as_ref()];
+    for (k, rows) in maps.into_iter().enumerate() {
+        let title = titled(METHODS[k], rows.is_some());
+        let rows = rows.map_or(&[][..], |rows| rows);
+        panel(&mut svg, view, &layout, k, GRID_TOP, &title, rows, max);
     }
     // With --mixing, one band per other method, each on its own scale.
     for (i, (name, maps)) in other_methods(view).into_iter().enumerate() {
         let top = GRID_TOP + (i as i64 + 1) * layout.band_h;
-        let maps = [&maps.layer, &maps.rollout, &maps.flow];
+        let maps = [Some(&maps.layer), Some(&maps.rollout), maps.flow.as_ref()];
         let max = maps
             .iter()
+            .flatten()
             .flat_map(|rows| rows.iter().flatten())
             .fold(1e-12, |m: f64, v| m.max(*v));
         for (k, rows) in maps.into_iter().enumerate() {
-            let title = format!("{name}: {}", ["layer", "rollout", "flow"][k]);
+            let title = titled(
+                &format!("{name}: {}", ["layer", "rollout", "flow"][k]),
+                rows.is_some(),
+            );
+            let rows = rows.map_or(&[][..], |rows| rows);
             panel(&mut svg, view, &layout, k, top, &title, rows, max);
         }
         let _ = writeln!(
@@ -187,6 +196,14 @@ fn header(svg: &mut String, view: &View) {
         "<text x=\"{MARGIN}\" y=\"52\" fill=\"{MUTED}\">{}</text>",
         esc(&note)
     );
+}
+
+/// A panel's title, saying so where its map was not computed.
+fn titled(title: &str, computed: bool) -> String {
+    match computed {
+        true => title.to_string(),
+        false => format!("{title} (not computed: --flow)"),
+    }
 }
 
 /// One map as a layer × token heatmap, its top edge at `top`.
