@@ -15,6 +15,15 @@ pub enum DeviceChoice {
     Metal,
 }
 
+/// The host memory the system says is available to a new allocation (Linux's
+/// `MemAvailable`), in bytes; `None` where it does not say.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Opens the chosen device.
 pub fn device(choice: DeviceChoice) -> Result<Device> {
     match choice {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Long inputs on a ModernBERT-shaped encoder (issue 62, item 7): time and peak resident
-memory of one whole bert-explain process (raw, rollout and flow from the [MASK]) at n tokens,
-for one or more binaries side by side in one run.
+memory of one whole bert-explain process (raw, rollout, and flow unless --no-flow, from the
+[MASK]) at n tokens, for one or more binaries side by side in one run, each with the options
+given after --options (say `--options --flow` or `--options --no-flow`).
 
 The checkpoint is ModernBERT-base's shape (22 layers, hidden 768, 12 heads, intermediate
 1152, local windows of 128, 8,192 positions) with transformers' random initialisation
@@ -10,7 +11,7 @@ vocabulary); it is written once to --checkpoint (about 600 MB, not committed). T
 the tiny tokenizer's words repeated to n tokens with one [MASK] in the middle.
 
 Usage: .venv-reference/bin/python scripts/bench/long_inputs.py --checkpoint /tmp/modernbert-shaped \
-           --n 2048 BINARY [BINARY ...]
+           --n 2048 BINARY [BINARY ...] [--options OPTION ...]
 Prints one line per binary: n, seconds, peak RSS (GNU time's maximum resident set size).
 """
 
@@ -60,9 +61,9 @@ def text_of(n):
     return text, len(tok.encode(text).ids)
 
 
-def run(binary, checkpoint, text):
+def run(binary, checkpoint, text, options):
     started = time.monotonic()
-    done = subprocess.run(["/usr/bin/time", "-f", "%M", binary, "--json", "--model", checkpoint, text],
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", binary, "--json", "--model", checkpoint, *options, text],
                           capture_output=True, text=True)
     seconds = time.monotonic() - started
     if done.returncode != 0:
@@ -75,12 +76,16 @@ def main():
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("binaries", nargs="+")
+    ap.add_argument("--options", nargs=argparse.REMAINDER, default=[],
+                    help="bert-explain options for every run (the rest of the line)")
     args = ap.parse_args()
     make_checkpoint(args.checkpoint)
     text, n = text_of(args.n)
     for binary in args.binaries:
-        seconds, peak, error = run(binary, args.checkpoint, text)
-        line = f"{binary}: n = {n}, {seconds:.1f} s, peak RSS {peak:.0f} MiB" if peak else f"{binary}: failed {error}"
+        seconds, peak, error = run(binary, args.checkpoint, text, args.options)
+        options = " ".join(args.options)
+        line = (f"{binary} {options}: n = {n}, {seconds:.1f} s, peak RSS {peak:.0f} MiB" if peak
+                else f"{binary} {options}: failed after {seconds:.1f} s {error}")
         print(line, flush=True)
 
 
