@@ -81,6 +81,28 @@ fn page_with_a_prediction_works_in_chromium() {
     );
 }
 
+/// A report without flow (`--no-flow`, as a long text's): flow is not offered, its cells say
+/// why, and the other maps (a method's, every position's) work as with it.
+#[test]
+fn page_without_flow_works_in_chromium() {
+    if !common::browser_available() {
+        return;
+    }
+    let model = repo().join("models/tiny-bert-modern");
+    check_in_browser(
+        "modern-author-no-flow",
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "--no-flow",
+            "--mixing",
+            "norm",
+            "--all-positions",
+            "The author talked to Sara about [MASK] book",
+        ],
+    );
+}
+
 /// `--attention` input (no prediction) with `--hide-special` and `--all-positions`.
 #[test]
 fn page_from_an_attention_file_works_in_chromium() {

@@ -226,6 +226,8 @@ def explain_attention(
     residual: Optional[float] = None,
     fusion: Optional[str] = None,
     all_positions: bool = False,
+    flow: bool = False,
+    no_flow: bool = False,
     hide_special: bool = False,
     figure: Optional[Union[PathLike, Sequence[PathLike]]] = None,
     html: Optional[PathLike] = None,
@@ -236,7 +238,8 @@ def explain_attention(
     ``tokens`` label the positions (a list, or one string separated by spaces; default the
     positions' numbers); ``target`` defaults to the one ``[MASK]`` among them. ``figure``
     (``.svg``/``.png``, one path or several) and ``html`` are written as ``--figure`` and
-    ``--html`` write them. ``name`` is the report's ``model``.
+    ``--html`` write them. ``name`` is the report's ``model``. Past 1,024 tokens flow is
+    left out unless ``flow=True``; ``no_flow=True`` leaves it out at any length.
     """
     data, shape, precision = _attention(attention)
     options = _given(
@@ -245,6 +248,8 @@ def explain_attention(
         residual=residual,
         fusion=fusion,
         all_positions=all_positions,
+        flow=flow,
+        no_flow=no_flow,
         hide_special=hide_special,
         figure=figure,
         html=html,
@@ -311,6 +316,7 @@ class Explainer:
         candidates: Optional[Union[str, Sequence[str]]] = None,
         top_k: Optional[int] = None,
         all_positions: bool = False,
+        no_flow: bool = False,
         mixing: Optional[Union[str, Sequence[str]]] = None,
         fusion: Optional[str] = None,
         residual: Optional[float] = None,
@@ -340,7 +346,10 @@ class Explainer:
         ``--top-k``) with its default; options the model's task does not use are refused
         as the command line refuses them (``generate`` to ``figure_token`` are a causal
         model's, ``target`` to ``hide_special`` an encoder's). ``figure`` and ``html`` write
-        the figure and the page as ``--figure`` and ``--html`` do.
+        the figure and the page as ``--figure`` and ``--html`` do. ``flow=True`` computes
+        flow at any length (an encoder leaves it out past 1,024 tokens unless asked; a causal
+        model computes it only when asked); ``no_flow=True`` leaves an encoder's out at any
+        length.
         """
         options = _given(
             target=target,
@@ -349,6 +358,7 @@ class Explainer:
             candidates=candidates,
             top_k=top_k,
             all_positions=all_positions,
+            no_flow=no_flow,
             mixing=mixing,
             fusion=fusion,
             residual=residual,

@@ -112,6 +112,8 @@ pub fn explain_attention(
         "fusion",
         "residual",
         "all_positions",
+        "flow",
+        "no_flow",
         "hide_special",
         "figure",
         "html",

@@ -29,6 +29,11 @@ MASKED_CASES = [
         ["--evaluate", "--correlate-without-specials", "--ig-steps", "8"],
         {"evaluate": True, "correlate_without_specials": True, "ig_steps": 8},
     ),
+    (
+        ["--no-flow", "--mixing", "norm", "--all-positions", "--evaluate"],
+        {"no_flow": True, "mixing": "norm", "all_positions": True, "evaluate": True},
+    ),
+    (["--flow"], {"flow": True}),
 ]
 
 
@@ -109,6 +114,7 @@ def test_keywords_the_parser_would_refuse(modern):
         ({"blank": "zero", "evaluate": True}, "choose unk, mask or pad"),
         ({"figure": "x.pdf"}, "cannot tell the figure format"),
         ({"html": "x.txt"}, "does not end in .html"),
+        ({"flow": True, "no_flow": True}, "contradict each other"),
     ]:
         with pytest.raises(bert_explain.UsageError, match=message):
             modern.explain(SENTENCE, **keywords)
@@ -240,6 +246,7 @@ def test_causal_figures_and_page_equal_the_command_lines(tmp_path):
     [
         (["--target", "1"], {"target": 1}),
         (["--hide-special"], {"hide_special": True}),
+        (["--no-flow"], {"no_flow": True}),
         (["--generate", "0"], {"generate": 0}),
         (["--generate", "2", "--figure", "x.svg", "--figure-token", "5"], {"generate": 2, "figure": "x.svg", "figure_token": 5}),
     ],
@@ -255,8 +262,8 @@ def test_causal_usage_errors_carry_the_command_lines_messages(tmp_path, flags, k
 
 
 def test_an_encoder_refuses_a_causal_models_keywords(modern):
-    with pytest.raises(bert_explain.UsageError, match="--flow applies to causal language models"):
-        modern.explain(SENTENCE, flow=True)
+    with pytest.raises(bert_explain.UsageError, match="--correction applies to causal language models"):
+        modern.explain(SENTENCE, correction=True)
     with pytest.raises(bert_explain.UsageError, match="--generate applies to causal language models"):
         modern.batch_records([(1, '{"text": "a [MASK] b"}')], generate=3)
 

@@ -39,30 +39,39 @@ try {
 
   const cells = await page.$$eval("table.heatmap td.cell", (tds) => tds.map((td) => td.title));
   check(cells.length === 3 * layers * n, `${cells.length} heatmap cells, want ${3 * layers * n}`);
+  // A report without flow (--no-flow, or a long text) offers none and says why.
+  const FLOW = Boolean(report.relevance.flow);
   const first = await page.locator("table.heatmap[data-method=flow] tbody tr:last-child td.cell").first();
   await first.hover();
   const title = await first.getAttribute("title");
-  const want = report.relevance.flow[0][0].toFixed(4);
-  check(title && title.endsWith(`: ${want}`), `flow layer 1 token 0 says ${JSON.stringify(title)}, want the value ${want}`);
+  if (FLOW) {
+    const want = report.relevance.flow[0][0].toFixed(4);
+    check(title && title.endsWith(`: ${want}`), `flow layer 1 token 0 says ${JSON.stringify(title)}, want the value ${want}`);
+  } else {
+    check(await page.isDisabled("#method-flow"), "flow is offered though the report has none");
+    check(title && title.startsWith("Attention flow is not in this report") && title.includes("--flow"),
+      `a flow cell without flow says ${JSON.stringify(title)}`);
+  }
 
   const prediction = report.prediction
     ? await page.locator("#prediction .bars tr").count()
     : await page.locator("#no-prediction").count();
   check(prediction > 0, "the prediction (or why it is unavailable) is missing");
 
-  // With --mixing: each method's switch shows its own maps (flow here).
+  // With --mixing: each method's switch shows its own maps (flow here, or rollout without).
   const mixings = Object.keys(report.methods || {}).filter((m) => m !== "attention");
   if (mixings.length > 0) {
-    await page.check("#method-flow");
+    const shown = FLOW ? "flow" : "rollout";
+    await page.check(`#method-${shown}`);
     const attention = await shading();
     let changed = false;
     for (const m of mixings) {
       await page.check(`#mixing-${m}`);
       changed ||= JSON.stringify(await shading()) !== JSON.stringify(attention);
-      const want = report.methods[m].flow[0][0].toFixed(4);
-      const title = await page.getAttribute("table.heatmap[data-method=flow] tbody tr:last-child td.cell", "title");
-      check(title && title.startsWith(`${m} flow`) && title.endsWith(`: ${want}`),
-        `${m} flow layer 1 token 0 says ${JSON.stringify(title)}, want the value ${want}`);
+      const want = report.methods[m][shown][0][0].toFixed(4);
+      const title = await page.getAttribute(`table.heatmap[data-method=${shown}] tbody tr:last-child td.cell`, "title");
+      check(title && title.startsWith(`${m} ${shown}`) && title.endsWith(`: ${want}`),
+        `${m} ${shown} layer 1 token 0 says ${JSON.stringify(title)}, want the value ${want}`);
     }
     check(changed, "switching the mixing never changed the shading");
     await page.check("#mixing-attention");
@@ -76,7 +85,7 @@ try {
     await page.click(`#sentence .token[data-index="${other}"]`);
     picked = await shading();
     check(JSON.stringify(picked) !== JSON.stringify(before), "picking another position did not change the shading");
-    for (const method of ["raw", "flow"]) {
+    for (const method of FLOW ? ["raw", "flow"] : ["raw"]) {
       check(!(await page.isDisabled(`#method-${method}`)), `${method} is not selectable for position ${other}`);
       const want = report.all_positions[method][0][other][0].toFixed(4);
       const title = await page.getAttribute(`table.heatmap[data-method=${method}] tbody tr:last-child td.cell`, "title");

@@ -16,8 +16,10 @@ const TARGET = CAUSAL ? -1 : report.target.index;
 const ALL = report.all_positions || null;
 // With --mixing: SPEC §8's methods, each with layer (shown in raw's place), rollout, flow.
 const MIXINGS = ["attention", ...Object.keys(report.methods || {}).filter((m) => m !== "attention")];
+// Flow first, as the paper's figure; rollout where an encoder's flow was left out.
 const state = {
-  mixing: "attention", method: "flow", layer: report.layers, position: TARGET,
+  mixing: "attention", method: !CAUSAL && !report.relevance.flow ? "rollout" : "flow",
+  layer: report.layers, position: TARGET,
   generated: CAUSAL ? data.generated : 0,
 };
 
@@ -48,6 +50,15 @@ function rows(method) {
   if (!ALL || !ALL[method] || !ALL[method].length) return null;
   return ALL[method].map((layer) => layer[state.position]);
 }
+
+// Whether the report has the chosen mixing's map for the explained position (an encoder's
+// flow is left out of long texts unless --flow asks for it).
+function atTarget(method) {
+  const maps = state.mixing === "attention" ? report.relevance : report.methods[state.mixing];
+  return Boolean(maps[state.mixing !== "attention" && method === "raw" ? "layer" : method]);
+}
+const FLOW_LEFT_OUT = CAUSAL ? " (--flow computes it)"
+  : " (left out past 1,024 tokens unless --flow asks for it, or with --no-flow)";
 
 // The top of the shared colour scale: the largest value shown in any heatmap.
 function scaleMax() {
@@ -262,7 +273,7 @@ function paintHeatmaps() {
       tr.querySelectorAll("td.cell").forEach((td, j) => {
         if (!maps) {
           td.style.background = "#eee";
-          td.title = CAUSAL ? `${name(m)} is not in this report`
+          td.title = CAUSAL || !atTarget(m) ? `${name(m)} is not in this report${m === "flow" ? FLOW_LEFT_OUT : ""}`
             : `${name(m)} is in the report for position ${data.positions[TARGET]} only`;
           return;
         }
