@@ -197,12 +197,12 @@ pub enum Error {
     #[error("cannot read {path} as a causal LM config: {message}; check that it is a valid config.json of its family")]
     CausalConfig { path: PathBuf, message: String },
 
-    #[error("attention flow on {tokens} tokens through {layers} layers needs about {needed:.1} GB more memory, and {available:.1} GB is available; leave flow out (--no-flow; past 1,024 tokens it is left out unless --flow asks for it), or explain a shorter text")]
-    FlowMemory {
-        tokens: usize,
-        layers: usize,
+    #[error("{what} needs about {needed:.1} GB more memory, and {available:.1} GB is available; {remedy}")]
+    Memory {
+        what: String,
         needed: f64,
         available: f64,
+        remedy: &'static str,
     },
 
     #[error("{what} is not finite (NaN or infinite); the checkpoint's weights hold NaN or values that overflow: check or download the checkpoint again")]

@@ -196,14 +196,44 @@ impl AttentionGraph {
         Ok(fused.read(|layers| rollout_on_host(&Augmenting::new(layers, self.residual), target)))
     }
 
-    /// The residual-augmented layers `Â_l`, `[L, n, n]`, each as flow reads it, once
-    /// [`flow_memory`] says the flow fits in the memory available.
+    /// The residual-augmented layers `Â_l`, `[L, n, n]`, each as flow reads it.
     fn augmented(&self) -> Result<(Tensor, HostLayers)> {
-        let (layers, n, _) = self.fused.dims3()?;
-        flow_memory(layers, n, rayon::current_num_threads(), available_memory())?;
         let augmented = with_residual(&self.fused, self.residual)?;
         let capacities = HostLayers::new(&augmented)?;
         Ok((augmented, capacities))
+    }
+
+    /// An error where `copies` more f64 copies of an n × n layer are more than the memory
+    /// available, before any of them is allocated: `what` is what needs them and `remedy`
+    /// how to do without.
+    fn fits(&self, copies: u64, what: &str, remedy: &'static str) -> Result<()> {
+        self.fits_in(available_memory(), copies, what, remedy)
+    }
+
+    /// [`Self::fits`] with `available` bytes (`None`: unknown, which never refuses).
+    fn fits_in(
+        &self,
+        available: Option<u64>,
+        copies: u64,
+        what: &str,
+        remedy: &'static str,
+    ) -> Result<()> {
+        let (layers, n, _) = self.fused.dims3()?;
+        let needed = layer_bytes(n).saturating_mul(copies);
+        match available {
+            Some(available) if needed > available => Err(Error::Memory {
+                what: format!("{what} on {n} tokens through {layers} layers"),
+                needed: needed as f64 / 1e9,
+                available: available as f64 / 1e9,
+                remedy,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// How many f64 layers a flow holds besides the fused ones ([`flow_copies`]).
+    fn flow_copies(&self) -> u64 {
+        flow_copies(self.fused.dims()[0], rayon::current_num_threads())
     }
 
     /// Flow alone for `target` (< n), `[L][n]`.
@@ -213,6 +243,7 @@ impl AttentionGraph {
 
     /// [`Self::flow`], calling `progress(done, total)` as it advances (see [`flow_with`]).
     pub fn flow_with(&self, target: usize, progress: &ProgressFn) -> Result<Vec<Vec<f64>>> {
+        self.fits(self.flow_copies(), "attention flow", NO_FLOW)?;
         let (_, capacities) = self.augmented()?;
         capacities.read(|capacities| flow_with(capacities, target, progress))
     }
@@ -220,6 +251,19 @@ impl AttentionGraph {
     /// Raw attention, rollout and (with `flow`) flow from every position, calling
     /// `progress(done, total)` as the flows advance (see [`flow_from_every_position_with`]).
     pub fn all_positions(&self, flow: bool, progress: &ProgressFn) -> Result<AllPositions> {
+        // The augmented layers, their joint attention, and raw and rollout as rows; with
+        // flow, its own and every position's flow as rows.
+        let layers = self.fused.dims()[0] as u64;
+        let copies = match flow {
+            true => 3 * layers + self.flow_copies() + layers,
+            false => 4 * layers,
+        };
+        let what = "every position's maps (--all-positions)";
+        self.fits(
+            copies,
+            what,
+            "leave out --all-positions, or explain a shorter text",
+        )?;
         let (augmented, capacities) = self.augmented()?;
         let flow = match flow {
             true => Some(
@@ -236,25 +280,21 @@ impl AttentionGraph {
     }
 }
 
-/// The memory a flow over `layers` layers of `n` positions adds to the fused layers, in
-/// bytes: the augmented layers, the engine's transposed copy of all but the top one, and one
-/// workspace per thread holding a flow on each of those; an error where that is more than
-/// `available` (where known), before any of it is allocated. At n = 8,192 and 22 layers on 2
-/// threads that is 45.6 GB.
-fn flow_memory(layers: usize, n: usize, threads: usize, available: Option<u64>) -> Result<u64> {
-    let layer = (n as u64).saturating_mul(n as u64).saturating_mul(8);
-    let copies = (layers as u64)
-        .saturating_add((layers.saturating_sub(1) as u64).saturating_mul(1 + threads as u64));
-    let needed = layer.saturating_mul(copies);
-    match available {
-        Some(available) if needed > available => Err(Error::FlowMemory {
-            tokens: n,
-            layers,
-            needed: needed as f64 / 1e9,
-            available: available as f64 / 1e9,
-        }),
-        _ => Ok(needed),
-    }
+/// How to do without a flow too large for the memory.
+const NO_FLOW: &str = "leave flow out (--no-flow; past 1,024 tokens it is left out unless --flow asks for it), or explain a shorter text";
+
+/// One f64 layer of `n` positions, in bytes.
+fn layer_bytes(n: usize) -> u64 {
+    (n as u64).saturating_mul(n as u64).saturating_mul(8)
+}
+
+/// How many f64 layers a flow over `layers` layers holds besides the fused ones: the
+/// augmented layers, the engine's transposed copy of all but the top one, and one workspace
+/// per thread holding a flow on each of those. At n = 8,192 and 22 layers on 2 threads, 85
+/// layers: 45.6 GB.
+fn flow_copies(layers: usize, threads: usize) -> u64 {
+    let below_top = layers.saturating_sub(1) as u64;
+    (layers as u64).saturating_add(below_top.saturating_mul(1 + threads as u64))
 }
 
 impl Relevance {
@@ -287,20 +327,30 @@ fn to_rows(t: &Tensor) -> Result<Vec<Vec<f64>>> {
 mod tests {
     use super::*;
 
-    /// What a flow adds is counted before it starts, and more than what is available is an
-    /// error saying how to leave flow out.
+    /// What a flow adds is counted before it starts: ModernBERT-base at its longest, on 2
+    /// threads, needs 85 f64 layers of 8,192² more.
     #[test]
-    fn a_flow_larger_than_the_memory_available_is_refused_before_it_starts() {
-        // ModernBERT-base at its longest, on 2 threads: 22 + 21·3 layers of 8,192² f64.
-        let needed = flow_memory(22, 8192, 2, None).unwrap();
-        assert_eq!(needed, 85 * 8192 * 8192 * 8);
-        assert_eq!(flow_memory(22, 8192, 2, Some(needed)).unwrap(), needed);
-        let err = flow_memory(22, 8192, 2, Some(20_000_000_000)).unwrap_err();
-        let message = err.to_string();
+    fn a_flow_counts_its_layers() {
+        assert_eq!(flow_copies(22, 2), 22 + 21 * 3);
+        assert_eq!(layer_bytes(8192) * flow_copies(22, 2), 45_634_027_520);
+        assert_eq!(flow_copies(1, 16), 1);
+    }
+
+    /// More than the memory available is an error saying what and how to do without.
+    #[test]
+    fn a_map_larger_than_the_memory_available_is_refused_before_it_starts() {
+        let graph = AttentionGraph::from_fused(
+            Tensor::ones((2, 3, 3), DType::F64, &Device::Cpu).unwrap(),
+            RelevanceOptions::default(),
+        )
+        .unwrap();
+        // 10 layers of 3² f64 are 720 bytes.
+        let fits = |available| graph.fits_in(available, 10, "attention flow", NO_FLOW);
+        assert!(fits(Some(720)).is_ok() && fits(None).is_ok());
+        let message = fits(Some(719)).unwrap_err().to_string();
         assert!(
-            message
-                .starts_with("attention flow on 8192 tokens through 22 layers needs about 45.6 GB")
-                && message.contains("20.0 GB is available")
+            message.starts_with("attention flow on 3 tokens through 2 layers needs about 0.0 GB")
+                && message.contains("0.0 GB is available")
                 && message.contains("--no-flow"),
             "{message}"
         );
