@@ -25,7 +25,7 @@ use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
 use crate::model::{EncoderConfig, Heads, Keep, Model, ModelOutput, Predicts, Reads, Task};
 pub use crate::relevance::Progress;
-use crate::relevance::{fuse_to_host, AttentionGraph, FlowChoice, RelevanceOptions};
+use crate::relevance::{fuse_to_host, maps_fit, AttentionGraph, FlowChoice, RelevanceOptions};
 use crate::report::{Prediction, Report};
 use crate::tokens::{Encoding, TextTokenizer};
 
@@ -212,6 +212,11 @@ impl Explainer {
             input,
             types,
         } = self.prepare(text, options)?;
+        // A flow (or every position's maps) too large for the memory is refused now, not
+        // after the forward pass.
+        let n = encoding.ids.len();
+        let flow = options.flow.wanted(n);
+        maps_fit(self.model.layers(), n, flow, options.all_positions)?;
         let start = Instant::now();
         // Only the fused maps are needed here: each layer's heads are fused as it runs, so a
         // long text never holds every head of every layer.

@@ -44,6 +44,20 @@ pub struct AttentionOutput {
     pub internals: Option<LayerInternals>,
 }
 
+/// The softmax of `scores` over its last dimension, with candle's arithmetic (the same
+/// bits), taking `scores` so that each step frees the one before it where nothing keeps it
+/// for a gradient: two `[b, heads, n, n]` tensors at once where candle's `softmax` holds four
+/// (at n = 8,192 and 12 heads, 6.4 GB instead of 12.8).
+pub(crate) fn softmax(scores: Tensor) -> Result<Tensor> {
+    let max = scores.max_keepdim(D::Minus1)?;
+    let shifted = scores.broadcast_sub(&max)?;
+    drop(scores);
+    let exp = shifted.exp()?;
+    drop(shifted);
+    let sums = exp.sum_keepdim(D::Minus1)?;
+    Ok(exp.broadcast_div(&sums)?)
+}
+
 /// With `keep.probes`, adds a zero variable to `probs` so that backprop reaches them
 /// (candle keeps the gradients of variables only).
 pub fn probe(probs: Tensor, keep: Keep) -> Result<(Tensor, Option<Var>)> {
@@ -108,7 +122,7 @@ impl Attention {
             Some(own) => own.scores(&q, &k)?,
             None => (matmul(&q, &k.t()?)? * (1.0 / (self.head_size as f64).sqrt()))?,
         };
-        let (probs, probe) = probe(candle_nn::ops::softmax(&scores, D::Minus1)?, keep)?;
+        let (probs, probe) = probe(softmax(scores)?, keep)?;
         let context = matmul(&probs, &v)?
             .transpose(1, 2)?
             .reshape((batch, n, hidden))?;

@@ -35,6 +35,9 @@ pub trait Body: Send + Sync {
     /// How many tokens the positions allow.
     fn max_tokens(&self) -> usize;
 
+    /// How many layers a forward pass runs (and keeps a trace of).
+    fn layers(&self) -> usize;
+
     /// How many times wider the feed-forward block is than the hidden states (rounded up).
     fn intermediate_factor(&self) -> usize;
 
@@ -107,6 +110,10 @@ impl Body for PostNormBody {
 
     fn max_tokens(&self) -> usize {
         self.embeddings.max_tokens()
+    }
+
+    fn layers(&self) -> usize {
+        self.layers.len()
     }
 
     fn intermediate_factor(&self) -> usize {

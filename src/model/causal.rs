@@ -8,7 +8,7 @@ use std::path::Path;
 use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
-use super::attention::{head_values, probe};
+use super::attention::{head_values, probe, softmax};
 use super::{Keep, LayerInternals, LayerTrace};
 use crate::checkpoint::Weights;
 use crate::error::Result;
@@ -160,8 +160,7 @@ pub(crate) fn cached_attention(
         Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
         None => scores,
     };
-    let softmax = candle_nn::ops::softmax(&scores, candle_core::D::Minus1)?;
-    let (probs, probe) = probe(softmax, step.keep)?;
+    let (probs, probe) = probe(softmax(scores)?, step.keep)?;
     let context = matmul(&probs, &value)?
         .transpose(1, 2)?
         .reshape((batch, q, heads * d))?;

@@ -232,6 +232,10 @@ impl Body for RotaryDecoder {
         self.spec.max_positions
     }
 
+    fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
     fn intermediate_factor(&self) -> usize {
         self.spec
             .intermediate_size

@@ -178,6 +178,11 @@ impl Model {
         self.body.max_tokens()
     }
 
+    /// How many layers a forward pass runs.
+    pub fn layers(&self) -> usize {
+        self.body.layers()
+    }
+
     /// Layer `layer` (0-based) alone on its input `x` (`[b, n, hidden]`), each position's
     /// value vectors multiplied by `value_mask` (`[b, n]`) → its output `[b, n, hidden]`.
     pub fn run_layer(

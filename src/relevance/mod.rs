@@ -203,37 +203,10 @@ impl AttentionGraph {
         Ok((augmented, capacities))
     }
 
-    /// An error where `copies` more f64 copies of an n × n layer are more than the memory
-    /// available, before any of them is allocated: `what` is what needs them and `remedy`
-    /// how to do without.
-    fn fits(&self, copies: u64, what: &str, remedy: &'static str) -> Result<()> {
-        self.fits_in(available_memory(), copies, what, remedy)
-    }
-
-    /// [`Self::fits`] with `available` bytes (`None`: unknown, which never refuses).
-    fn fits_in(
-        &self,
-        available: Option<u64>,
-        copies: u64,
-        what: &str,
-        remedy: &'static str,
-    ) -> Result<()> {
-        let (layers, n, _) = self.fused.dims3()?;
-        let needed = layer_bytes(n).saturating_mul(copies);
-        match available {
-            Some(available) if needed > available => Err(Error::Memory {
-                what: format!("{what} on {n} tokens through {layers} layers"),
-                needed: needed as f64 / 1e9,
-                available: available as f64 / 1e9,
-                remedy,
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// How many f64 layers a flow holds besides the fused ones ([`flow_copies`]).
-    fn flow_copies(&self) -> u64 {
-        flow_copies(self.fused.dims()[0], rayon::current_num_threads())
+    /// `[L, n]` of the fused layers.
+    fn shape(&self) -> (usize, usize) {
+        let dims = self.fused.dims();
+        (dims[0], dims[1])
     }
 
     /// Flow alone for `target` (< n), `[L][n]`.
@@ -243,7 +216,8 @@ impl AttentionGraph {
 
     /// [`Self::flow`], calling `progress(done, total)` as it advances (see [`flow_with`]).
     pub fn flow_with(&self, target: usize, progress: &ProgressFn) -> Result<Vec<Vec<f64>>> {
-        self.fits(self.flow_copies(), "attention flow", NO_FLOW)?;
+        let (layers, n) = self.shape();
+        maps_fit(layers, n, true, false)?;
         let (_, capacities) = self.augmented()?;
         capacities.read(|capacities| flow_with(capacities, target, progress))
     }
@@ -251,19 +225,8 @@ impl AttentionGraph {
     /// Raw attention, rollout and (with `flow`) flow from every position, calling
     /// `progress(done, total)` as the flows advance (see [`flow_from_every_position_with`]).
     pub fn all_positions(&self, flow: bool, progress: &ProgressFn) -> Result<AllPositions> {
-        // The augmented layers, their joint attention, and raw and rollout as rows; with
-        // flow, its own and every position's flow as rows.
-        let layers = self.fused.dims()[0] as u64;
-        let copies = match flow {
-            true => 3 * layers + self.flow_copies() + layers,
-            false => 4 * layers,
-        };
-        let what = "every position's maps (--all-positions)";
-        self.fits(
-            copies,
-            what,
-            "leave out --all-positions, or explain a shorter text",
-        )?;
+        let (layers, n) = self.shape();
+        maps_fit(layers, n, flow, true)?;
         let (augmented, capacities) = self.augmented()?;
         let flow = match flow {
             true => Some(
@@ -278,6 +241,57 @@ impl AttentionGraph {
             flow,
         })
     }
+}
+
+/// An error, before any of it is allocated, where the maps asked for of `n` tokens through
+/// `layers` layers (flow; every position's maps) need more memory than the system says is
+/// available ([`available_memory`]), saying how to do without.
+pub fn maps_fit(layers: usize, n: usize, flow: bool, all_positions: bool) -> Result<()> {
+    let threads = rayon::current_num_threads();
+    maps_fit_in(available_memory(), threads, layers, n, flow, all_positions)
+}
+
+/// [`maps_fit`] with `available` bytes (`None`: unknown, which refuses nothing).
+fn maps_fit_in(
+    available: Option<u64>,
+    threads: usize,
+    layers: usize,
+    n: usize,
+    flow: bool,
+    all_positions: bool,
+) -> Result<()> {
+    let fits = |copies: u64, what: &str, remedy: &'static str| -> Result<()> {
+        let needed = layer_bytes(n).saturating_mul(copies);
+        match available {
+            Some(available) if needed > available => Err(Error::Memory {
+                what: format!("{what} on {n} tokens through {layers} layers"),
+                needed: needed as f64 / 1e9,
+                available: available as f64 / 1e9,
+                remedy,
+            }),
+            _ => Ok(()),
+        }
+    };
+    let flow_copies = flow_copies(layers, threads);
+    if flow {
+        fits(flow_copies, "attention flow", NO_FLOW)?;
+    }
+    if all_positions {
+        // The augmented layers, their joint attention, raw and rollout as rows; with flow,
+        // its own layers (the augmented counted once) and every position's flow as rows.
+        let layers = layers as u64;
+        let copies = match flow {
+            true => 3 * layers + flow_copies + layers,
+            false => 4 * layers,
+        };
+        let what = "every position's maps (--all-positions)";
+        fits(
+            copies,
+            what,
+            "leave out --all-positions, or explain a shorter text",
+        )?;
+    }
+    Ok(())
 }
 
 /// How to do without a flow too large for the memory.
@@ -336,23 +350,30 @@ mod tests {
         assert_eq!(flow_copies(1, 16), 1);
     }
 
-    /// More than the memory available is an error saying what and how to do without.
+    /// More than the memory available is an error saying what and how to do without; an
+    /// unknown amount refuses nothing.
     #[test]
-    fn a_map_larger_than_the_memory_available_is_refused_before_it_starts() {
-        let graph = AttentionGraph::from_fused(
-            Tensor::ones((2, 3, 3), DType::F64, &Device::Cpu).unwrap(),
-            RelevanceOptions::default(),
-        )
-        .unwrap();
-        // 10 layers of 3² f64 are 720 bytes.
-        let fits = |available| graph.fits_in(available, 10, "attention flow", NO_FLOW);
-        assert!(fits(Some(720)).is_ok() && fits(None).is_ok());
-        let message = fits(Some(719)).unwrap_err().to_string();
+    fn maps_larger_than_the_memory_available_are_refused_before_they_start() {
+        // 2 layers of 3² f64 are 72 bytes each; a flow on 1 thread holds 2 + 1·2 of them,
+        // every position's maps 4 more (with flow, 6 more: their flow's rows too).
+        let fit = |available, flow, all| maps_fit_in(available, 1, 2, 3, flow, all);
+        assert!(fit(Some(288), true, false).is_ok() && fit(None, true, true).is_ok());
+        let message = fit(Some(287), true, false).unwrap_err().to_string();
         assert!(
             message.starts_with("attention flow on 3 tokens through 2 layers needs about 0.0 GB")
                 && message.contains("0.0 GB is available")
                 && message.contains("--no-flow"),
             "{message}"
         );
+        assert!(fit(Some(864), true, true).is_ok() && fit(Some(576), false, true).is_ok());
+        for (available, flow) in [(863, true), (575, false)] {
+            let message = fit(Some(available), flow, true).unwrap_err().to_string();
+            assert!(
+                message.starts_with("every position's maps (--all-positions) on 3 tokens")
+                    && message.contains("leave out --all-positions"),
+                "{message}"
+            );
+        }
+        assert!(fit(Some(575), false, false).is_ok() && fit(Some(0), false, false).is_ok());
     }
 }

@@ -8,14 +8,14 @@
 
 use std::path::Path;
 
-use candle_core::{Module, Tensor, D};
+use candle_core::{Module, Tensor};
 use candle_nn::Embedding;
 use serde_json::Value;
 
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::linalg::{matmul, Dense};
-use crate::model::attention::{load_linear_with, probe};
+use crate::model::attention::{load_linear_with, probe, softmax};
 use crate::model::body::Body;
 use crate::model::causal::decoder_internals;
 use crate::model::config::{read_json, Activation};
@@ -264,6 +264,10 @@ impl Body for ModernBert {
         self.max_positions
     }
 
+    fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
     fn intermediate_factor(&self) -> usize {
         self.factor
     }
@@ -354,7 +358,7 @@ impl EncoderLayer {
             Some(mask) => scores.broadcast_add(&mask)?,
             None => scores,
         };
-        let (probs, probe) = probe(candle_nn::ops::softmax(&scores, D::Minus1)?, keep)?;
+        let (probs, probe) = probe(softmax(scores)?, keep)?;
         let context = matmul(&probs, &value)?
             .transpose(1, 2)?
             .reshape((b, n, hidden))?;
