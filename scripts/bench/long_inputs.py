@@ -67,7 +67,8 @@ def run(binary, checkpoint, text, options):
                           capture_output=True, text=True)
     seconds = time.monotonic() - started
     if done.returncode != 0:
-        return seconds, None, done.stderr.strip().splitlines()[-2:]
+        errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+        return seconds, None, errors or done.stderr.strip().splitlines()[-2:]
     return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024, None
 
 
