@@ -25,7 +25,9 @@ use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
 use crate::model::{EncoderConfig, Heads, Keep, Model, ModelOutput, Predicts, Reads, Task};
 pub use crate::relevance::Progress;
-use crate::relevance::{fuse_to_host, maps_fit, AttentionGraph, FlowChoice, RelevanceOptions};
+use crate::relevance::{
+    fuse_to_host, maps_fit, Asked, AttentionGraph, FlowChoice, RelevanceOptions,
+};
 use crate::report::{Prediction, Report};
 use crate::tokens::{Encoding, TextTokenizer};
 
@@ -215,8 +217,12 @@ impl Explainer {
         // A flow (or every position's maps) too large for the memory is refused now, not
         // after the forward pass.
         let n = encoding.ids.len();
-        let flow = options.flow.wanted(n);
-        maps_fit(self.model.layers(), n, flow, options.all_positions)?;
+        let asked = Asked {
+            flow: options.flow.wanted(n),
+            all_positions: options.all_positions,
+            fused: true,
+        };
+        maps_fit(self.model.layers(), n, asked)?;
         let start = Instant::now();
         // Only the fused maps are needed here: each layer's heads are fused as it runs, so a
         // long text never holds every head of every layer.

@@ -217,7 +217,12 @@ impl AttentionGraph {
     /// [`Self::flow`], calling `progress(done, total)` as it advances (see [`flow_with`]).
     pub fn flow_with(&self, target: usize, progress: &ProgressFn) -> Result<Vec<Vec<f64>>> {
         let (layers, n) = self.shape();
-        maps_fit(layers, n, true, false)?;
+        let asked = Asked {
+            flow: true,
+            all_positions: false,
+            fused: false,
+        };
+        maps_fit(layers, n, asked)?;
         let (_, capacities) = self.augmented()?;
         capacities.read(|capacities| flow_with(capacities, target, progress))
     }
@@ -226,7 +231,12 @@ impl AttentionGraph {
     /// `progress(done, total)` as the flows advance (see [`flow_from_every_position_with`]).
     pub fn all_positions(&self, flow: bool, progress: &ProgressFn) -> Result<AllPositions> {
         let (layers, n) = self.shape();
-        maps_fit(layers, n, flow, true)?;
+        let asked = Asked {
+            flow,
+            all_positions: true,
+            fused: false,
+        };
+        maps_fit(layers, n, asked)?;
         let (augmented, capacities) = self.augmented()?;
         let flow = match flow {
             true => Some(
@@ -243,12 +253,23 @@ impl AttentionGraph {
     }
 }
 
-/// An error, before any of it is allocated, where the maps asked for of `n` tokens through
-/// `layers` layers (flow; every position's maps) need more memory than the system says is
-/// available ([`available_memory`]), saying how to do without.
-pub fn maps_fit(layers: usize, n: usize, flow: bool, all_positions: bool) -> Result<()> {
+/// What the memory must hold besides what it holds now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asked {
+    /// Flow from the target.
+    pub flow: bool,
+    /// Every position's maps (with flow where `flow`).
+    pub all_positions: bool,
+    /// The fused layers too: before the forward pass, which makes them.
+    pub fused: bool,
+}
+
+/// An error, before any of it is allocated, where the maps `asked` for of `n` tokens through
+/// `layers` layers need more memory than the system says is available
+/// ([`available_memory`]), saying how to do without.
+pub fn maps_fit(layers: usize, n: usize, asked: Asked) -> Result<()> {
     let threads = rayon::current_num_threads();
-    maps_fit_in(available_memory(), threads, layers, n, flow, all_positions)
+    maps_fit_in(available_memory(), threads, layers, n, asked)
 }
 
 /// [`maps_fit`] with `available` bytes (`None`: unknown, which refuses nothing).
@@ -257,11 +278,16 @@ fn maps_fit_in(
     threads: usize,
     layers: usize,
     n: usize,
-    flow: bool,
-    all_positions: bool,
+    asked: Asked,
 ) -> Result<()> {
+    let Asked {
+        flow,
+        all_positions,
+        fused,
+    } = asked;
+    let held = if fused { layers as u64 } else { 0 };
     let fits = |copies: u64, what: &str, remedy: &'static str| -> Result<()> {
-        let needed = layer_bytes(n).saturating_mul(copies);
+        let needed = layer_bytes(n).saturating_mul(copies.saturating_add(held));
         match available {
             Some(available) if needed > available => Err(Error::Memory {
                 what: format!("{what} on {n} tokens through {layers} layers"),
@@ -356,7 +382,14 @@ mod tests {
     fn maps_larger_than_the_memory_available_are_refused_before_they_start() {
         // 2 layers of 3² f64 are 72 bytes each; a flow on 1 thread holds 2 + 1·2 of them,
         // every position's maps 4 more (with flow, 6 more: their flow's rows too).
-        let fit = |available, flow, all| maps_fit_in(available, 1, 2, 3, flow, all);
+        let fit = |available, flow, all_positions| {
+            let asked = Asked {
+                flow,
+                all_positions,
+                fused: false,
+            };
+            maps_fit_in(available, 1, 2, 3, asked)
+        };
         assert!(fit(Some(288), true, false).is_ok() && fit(None, true, true).is_ok());
         let message = fit(Some(287), true, false).unwrap_err().to_string();
         assert!(
@@ -375,5 +408,15 @@ mod tests {
             );
         }
         assert!(fit(Some(575), false, false).is_ok() && fit(Some(0), false, false).is_ok());
+        // Before the forward pass, the fused layers count too.
+        let before = |available| {
+            let asked = Asked {
+                flow: true,
+                all_positions: false,
+                fused: true,
+            };
+            maps_fit_in(available, 1, 2, 3, asked)
+        };
+        assert!(before(Some(432)).is_ok() && before(Some(431)).is_err());
     }
 }
