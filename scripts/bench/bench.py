@@ -28,7 +28,8 @@ def bert_explain(binary, path, target, extra=()):
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    out = subprocess.run([binary, "--attention", path, "--target", str(target), "--json", *extra],
+    # --flow: past 1,024 tokens flow is left out unless asked for.
+    out = subprocess.run([binary, "--attention", path, "--target", str(target), "--json", "--flow", *extra],
                          check=True, capture_output=True, text=True)
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
