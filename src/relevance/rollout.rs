@@ -63,9 +63,10 @@ impl<L: AsLayer> RolloutLayers for [L] {
     }
 }
 
-/// Fused layers `Ā_l` read as their residual-augmented `Â_l` ([`crate::attention::with_residual`]'s values,
-/// bit for bit), each made when it is read and freed after: one augmented layer held at a
-/// time instead of L (at n = 8,192 and 22 layers, 0.5 GB instead of 11.8).
+/// Fused layers `Ā_l` read as their residual-augmented `Â_l` (the values of
+/// [`crate::attention::with_residual`], bit for bit), each made when it is read and freed
+/// after: one augmented layer held at a time instead of L (at n = 8,192 and 22 layers,
+/// 0.5 GB instead of 11.8).
 pub struct Augmenting<'a> {
     fused: &'a [Layer<'a>],
     alpha: f64,
