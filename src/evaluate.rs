@@ -31,6 +31,24 @@ pub struct MapCorrelations {
     pub flow: Option<Vec<Option<f64>>>,
 }
 
+impl Correlations {
+    /// Each map's correlations, named: raw, rollout, and flow where it was computed.
+    fn named(&self) -> impl Iterator<Item = (&'static str, &Vec<Option<f64>>)> {
+        [("raw", &self.raw), ("rollout", &self.rollout)]
+            .into_iter()
+            .chain(self.flow.as_ref().map(|flow| ("flow", flow)))
+    }
+}
+
+impl MapCorrelations {
+    /// Each map's correlations, named: layer, rollout, and flow where it was computed.
+    fn named(&self) -> impl Iterator<Item = (&'static str, &Vec<Option<f64>>)> {
+        [("layer", &self.layer), ("rollout", &self.rollout)]
+            .into_iter()
+            .chain(self.flow.as_ref().map(|flow| ("flow", flow)))
+    }
+}
+
 /// One method's correlations with each importance score, by the score's name.
 pub type MethodEvaluation = BTreeMap<String, MapCorrelations>;
 
@@ -127,21 +145,15 @@ impl Evaluation {
         let known = SCORES.iter().filter(|s| self.scores.contains_key(**s));
         for score in known {
             let c = &self.scores[*score];
-            let maps = [("raw", Some(&c.raw)), ("rollout", Some(&c.rollout))];
-            for (map, values) in maps.into_iter().chain([("flow", c.flow.as_ref())]) {
-                if let Some(values) = values {
-                    out.push((*score, map.to_string(), values.as_slice()));
-                }
+            for (map, values) in c.named() {
+                out.push((*score, map.to_string(), values.as_slice()));
             }
             for (name, method) in self.methods.iter().flatten() {
                 let Some(c) = method.get(*score) else {
                     continue;
                 };
-                let maps = [("layer", Some(&c.layer)), ("rollout", Some(&c.rollout))];
-                for (map, values) in maps.into_iter().chain([("flow", c.flow.as_ref())]) {
-                    if let Some(values) = values {
-                        out.push((*score, format!("{name} {map}"), values.as_slice()));
-                    }
+                for (map, values) in c.named() {
+                    out.push((*score, format!("{name} {map}"), values.as_slice()));
                 }
             }
         }

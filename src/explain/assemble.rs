@@ -107,10 +107,8 @@ pub(super) fn assemble(
     let progress = Progress::of(options.progress.as_ref());
     let flow = options.flow.wanted(graph.len());
     let relevance = graph.relevance_with(target, flow, progress)?;
-    let maps = [&relevance.raw, &relevance.rollout];
-    if (maps.into_iter().chain(&relevance.flow))
-        .flatten()
-        .flatten()
+    if (relevance.named())
+        .flat_map(|(_, rows)| rows.iter().flatten())
         .any(|v| !v.is_finite())
     {
         return Err(Error::NotFinite {

@@ -233,6 +233,15 @@ pub struct MethodMaps {
     pub flow: Option<Vec<Vec<f64>>>,
 }
 
+impl MethodMaps {
+    /// Each map, named: layer, rollout, and flow where it was computed.
+    pub fn named(&self) -> impl Iterator<Item = (&'static str, &Vec<Vec<f64>>)> {
+        [("layer", &self.layer), ("rollout", &self.rollout)]
+            .into_iter()
+            .chain(self.flow.as_ref().map(|flow| ("flow", flow)))
+    }
+}
+
 /// Every computed method's maps, by mixing name (the report's `methods`).
 pub type Methods = BTreeMap<String, MethodMaps>;
 

@@ -120,13 +120,6 @@ pub struct ModelOutput {
     pub layers: Vec<LayerTrace>,
 }
 
-impl ModelOutput {
-    /// One `[b, heads, n, n]` tensor per layer.
-    pub fn attentions(&self) -> Vec<Tensor> {
-        self.layers.iter().map(|l| l.probs.clone()).collect()
-    }
-}
-
 impl Model {
     /// Builds the model from the checkpoint's tensors (`config_path`: its config.json, which
     /// a body of the family's own may read), with the first head of [`heads::HEADS`] the

@@ -116,6 +116,15 @@ pub struct Relevance {
     pub flow: Option<Vec<Vec<f64>>>,
 }
 
+impl Relevance {
+    /// Each map the report has, named: raw, rollout, and flow where it was computed.
+    pub fn named(&self) -> impl Iterator<Item = (&'static str, &Vec<Vec<f64>>)> {
+        [("raw", &self.raw), ("rollout", &self.rollout)]
+            .into_iter()
+            .chain(self.flow.as_ref().map(|flow| ("flow", flow)))
+    }
+}
+
 /// Raw attention, rollout and flow from every position, each `[L][n][n]`: `[l][i][j]` is
 /// the relevance of input token j for position i at layer l + 1 (the reference's
 /// `compute_flows`; raw is the fused attention matrix itself).
@@ -155,7 +164,7 @@ impl AttentionGraph {
 
     /// The number of tokens.
     pub fn len(&self) -> usize {
-        self.fused.dims().get(1).copied().unwrap_or(0)
+        self.shape().1
     }
 
     pub fn is_empty(&self) -> bool {
@@ -268,6 +277,10 @@ pub struct Asked {
 /// `layers` layers need more memory than the system says is available
 /// ([`available_memory`]), saying how to do without.
 pub fn maps_fit(layers: usize, n: usize, asked: Asked) -> Result<()> {
+    // Raw attention and rollout alone are what the fused layers already are: nothing to read.
+    if !asked.flow && !asked.all_positions {
+        return Ok(());
+    }
     let threads = rayon::current_num_threads();
     maps_fit_in(available_memory(), threads, layers, n, asked)
 }

@@ -41,11 +41,9 @@ pub fn is_dark([r, g, b]: [u8; 3]) -> bool {
 /// there is none (an empty or all-zero report).
 pub fn scale_max(view: &View) -> f64 {
     let r = &view.report.relevance;
-    let max = [Some(&r.raw), Some(&r.rollout), r.flow.as_ref()]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .flatten()
+    let max = r
+        .named()
+        .flat_map(|(_, rows)| rows.iter().flatten())
         .copied()
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);

@@ -149,7 +149,8 @@ fn write_last_layer(view: &View, out: &mut dyn Write) -> std::io::Result<()> {
         "Relevance of each input token, layer {} of {}",
         report.layers, report.layers
     );
-    write_table(view, &title, &methods(report), out)?;
+    let columns: Vec<_> = report.relevance.named().collect();
+    write_table(view, &title, &columns, out)?;
     for (name, maps) in report.methods.iter().flatten() {
         if name == "attention" {
             continue;
@@ -159,11 +160,7 @@ fn write_last_layer(view: &View, out: &mut dyn Write) -> std::io::Result<()> {
             "Method {name}, layer {} of {}",
             report.layers, report.layers
         );
-        let columns = present([
-            ("layer", Some(&maps.layer)),
-            ("rollout", Some(&maps.rollout)),
-            ("flow", maps.flow.as_ref()),
-        ]);
+        let columns: Vec<_> = maps.named().collect();
         write_table(view, &title, &columns, out)?;
     }
     Ok(())
@@ -205,7 +202,7 @@ impl Terminal {
     /// Each method's layer × token grid, last layer on top, on one scale for all three.
     fn write_grids(&self, view: &View, out: &mut dyn Write) -> std::io::Result<()> {
         let max = scale_max(view);
-        for (name, rows) in methods(&view.report) {
+        for (name, rows) in view.report.relevance.named() {
             let title = format!("{name}: layer × token, last layer on top");
             let labelled: Vec<(String, &Vec<f64>)> = rows
                 .iter()
@@ -235,8 +232,8 @@ impl Terminal {
         let Some(all) = &report.all_positions else {
             return Ok(());
         };
-        let maps = [("rollout", Some(&all.rollout)), ("flow", all.flow.as_ref())];
-        for (name, maps) in maps.into_iter().filter_map(|(n, m)| m.map(|m| (n, m))) {
+        let flow = all.flow.as_ref().map(|flow| ("flow", flow));
+        for (name, maps) in std::iter::once(("rollout", &all.rollout)).chain(flow) {
             let Some(last) = maps.last() else { continue };
             let title = format!(
                 "{name} from every position, layer {}: rows are positions, columns input tokens",
@@ -320,23 +317,6 @@ fn ansi256(rgb: [u8; 3]) -> u8 {
             .unwrap_or(0) as u8
     });
     16 + 36 * r + 6 * g + b
-}
-
-/// The maps the report has, in order (flow only where it was computed).
-fn methods(report: &Report) -> Vec<(&'static str, &Vec<Vec<f64>>)> {
-    let r = &report.relevance;
-    present([
-        ("raw", Some(&r.raw)),
-        ("rollout", Some(&r.rollout)),
-        ("flow", r.flow.as_ref()),
-    ])
-}
-
-/// The named maps that are there.
-fn present<T>(maps: [(&'static str, Option<T>); 3]) -> Vec<(&'static str, T)> {
-    maps.into_iter()
-        .filter_map(|(name, map)| map.map(|map| (name, map)))
-        .collect()
 }
 
 fn token_width(report: &Report) -> usize {

@@ -449,6 +449,12 @@ fn log_bucket(delta: i64, buckets: i64, max_relative: i64) -> i64 {
 mod tests {
     use super::*;
 
+    /// A JSON file of the repository, by its path there.
+    fn repo_json(path: &str) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
     #[test]
     fn near_positions_keep_their_distance() {
         // deberta-v3-base: 256 buckets up to 512 positions; the far buckets' edges are
@@ -464,11 +470,7 @@ mod tests {
     /// what to do; the rest of a tiny checkpoint's config reads.
     #[test]
     fn configs_it_does_not_compute_are_refused() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/models/tiny-deberta-v2-mlm/config.json"
-        );
-        let config: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let config = repo_json("models/tiny-deberta-v2-mlm/config.json");
         let dir = tempfile::tempdir().unwrap();
         let with = |key: &str, value: Value| {
             let mut changed = config.clone();
@@ -498,11 +500,7 @@ mod tests {
     /// (scripts/reference/make_deberta_buckets.py), deberta-v3's settings among them.
     #[test]
     fn buckets_equal_transformers() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/deberta-buckets.json"
-        );
-        let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let fixture = repo_json("tests/fixtures/deberta-buckets.json");
         let first = fixture["first"].as_i64().unwrap();
         for case in fixture["cases"].as_array().unwrap() {
             let (buckets, max) = (
