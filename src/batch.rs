@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::error::Result;
-use crate::evaluate::Summary;
 use crate::explain::generation::{CausalExplainer, CausalOptions};
 use crate::explain::{EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded};
+use crate::faithfulness::correlations::Summary;
 use crate::generate::Decoding;
 use crate::input::{Line, Lines, LINE_LIMIT};
 use crate::report::causal::CausalReport;

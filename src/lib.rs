@@ -21,8 +21,8 @@
 //! heads and adds the residual; [`relevance`] computes raw attention, rollout and flow;
 //! [`methods`] the other mixing matrices of SPEC §8 and their maps; [`report`] renders the
 //! result.
-//! [`Explainer`] ties them together; [`importance`], [`evaluate`] and [`eraser`] score
-//! tokens by input gradients and blank-out, correlate the maps with them and measure ERASER
+//! [`Explainer`] ties them together; [`faithfulness`] scores tokens by input gradients,
+//! blank-out, integrated gradients and LRP, correlates the maps with them and measures ERASER
 //! faithfulness; [`batch`] runs a dataset. Each stage has a file for causal models (GPT-2,
 //! Llama, Qwen2, Mistral) where they differ, and [`causal`] gathers those names. [`cli`] is
 //! the command line itself, as a function of its arguments; apart from it the library never
@@ -36,12 +36,10 @@ pub mod batch;
 pub mod checkpoint;
 pub mod cli;
 pub mod device;
-pub mod eraser;
 pub mod error;
-pub mod evaluate;
 pub mod explain;
+pub mod faithfulness;
 pub mod generate;
-pub mod importance;
 pub mod input;
 pub mod linalg;
 pub mod loaded;

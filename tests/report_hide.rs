@@ -87,16 +87,19 @@ fn importance_follows_the_kept_tokens() {
     let shown: Report = serde_json::from_value(run(&["--evaluate", "--hide-special"])).unwrap();
     let kept = [1, 2, 4, 5, 6, 7, 8, 9];
     let (all, some) = (full.importance.unwrap(), shown.importance.unwrap());
-    let picked: Vec<f64> = kept.iter().map(|&j| all.blank_out[j]).collect();
-    assert_eq!(some.blank_out, picked);
-    assert_eq!(some.gradient_norm.len(), kept.len());
-    assert_eq!(some.gradient_x_input.len(), kept.len());
-    let abs: Vec<f64> = kept.iter().map(|&j| all.blank_out_abs[j]).collect();
-    assert_eq!(some.blank_out_abs, abs);
-    assert_eq!(some.gradient_sum_abs.len(), kept.len());
-    let want = bert_explain::evaluate::Evaluation::compute(&shown.relevance, None, &some, None);
-    let numbers = |e: &bert_explain::evaluate::Evaluation| -> Vec<Option<f64>> {
-        let every = bert_explain::importance::SCORES.len();
+    for (score, values) in all.scores() {
+        let picked: Vec<f64> = kept.iter().map(|&j| values[j]).collect();
+        assert_eq!(some.score(score).unwrap(), picked, "{score}");
+    }
+    assert_eq!(some.scores().len(), all.scores().len());
+    let want = bert_explain::faithfulness::correlations::Evaluation::compute(
+        &shown.relevance,
+        None,
+        &some,
+        None,
+    );
+    let numbers = |e: &bert_explain::faithfulness::correlations::Evaluation| -> Vec<Option<f64>> {
+        let every = bert_explain::faithfulness::scores().count();
         assert_eq!(e.scores.len(), every, "every score correlated");
         e.scores
             .values()

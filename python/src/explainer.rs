@@ -9,7 +9,7 @@ use bert_explain::causal::{CausalExplainer, CausalOptions};
 use bert_explain::cli::{
     output_files, refuse_for_task, view, write_outputs, CAUSAL_OPTIONS, ENCODER_OPTIONS,
 };
-use bert_explain::evaluate::{Evaluation, Summary};
+use bert_explain::faithfulness::correlations::{Evaluation, Summary};
 use bert_explain::input::{Lines, LINE_LIMIT};
 use bert_explain::relevance::Progress;
 use bert_explain::report::{Explained, Format, GeneratedView, OutputFile};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use bert_explain::cli::CausalArgs;
 use bert_explain::explain::{EvaluateOptions, DEFAULT_IG_STEPS, MAX_IG_STEPS};
-use bert_explain::importance::Blank;
+use bert_explain::faithfulness::Blank;
 use bert_explain::methods::Mixing;
 use bert_explain::relevance::{FlowChoice, Progress};
 use bert_explain::report::Format;
@@ -89,14 +89,15 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             "residual={residual} is not a number between 0 and 1"
         )));
     }
-    let evaluate = flag("evaluate")?;
-    for needs in [
-        "importance_word",
-        "label",
-        "blank",
-        "correlate_without_specials",
-        "ig_steps",
-    ] {
+    let (evaluate, lrp) = (flag("evaluate")?, flag("lrp")?);
+    for needs in ["importance_word", "label", "correlate_without_specials"] {
+        if !evaluate && !lrp && given.iter().any(|g| g == needs) {
+            return Err(usage(format!(
+                "{needs} chooses what evaluate and lrp score; pass evaluate=True or lrp=True with it"
+            )));
+        }
+    }
+    for needs in ["blank", "ig_steps"] {
         if !evaluate && given.iter().any(|g| g == needs) {
             return Err(usage(format!(
                 "{needs} chooses what evaluate scores; pass evaluate=True with it"
@@ -168,13 +169,14 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             .map(|m| Mixing::parse_list(&m))
             .transpose()
             .map_err(to_py)?,
-        evaluate: match evaluate {
+        evaluate: match evaluate || lrp {
             true => Some(EvaluateOptions {
                 word: string("importance_word")?,
                 label: string("label")?,
                 blank,
                 without_specials: flag("correlate_without_specials")?,
                 ig_steps,
+                only: (!evaluate).then_some("lrp"),
             }),
             false => None,
         },

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Creates the reference virtual env at <repo>/.venv-reference and installs the pinned
-# requirements. Idempotent: does nothing if the env already satisfies requirements.txt.
+# requirements.txt; `setup.sh lxt` makes LXT's own env, <repo>/.venv-lxt, from
+# requirements-lxt.txt. Idempotent: does nothing if the env already satisfies its file.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-venv="$repo/.venv-reference"
-req="$here/requirements.txt"
+case "${1:-}" in
+    "") venv="$repo/.venv-reference" req="$here/requirements.txt"
+        imports="torch, transformers, networkx, numpy, safetensors, tokenizers" ;;
+    lxt) venv="$repo/.venv-lxt" req="$here/requirements-lxt.txt"
+        imports="torch, transformers, lxt.efficient" ;;
+    *) echo "usage: $0 [lxt]" >&2; exit 2 ;;
+esac
 stamp="$venv/.requirements.sha256"
 python="${PYTHON:-python3}"
 
@@ -24,6 +30,6 @@ echo "installing $req (torch is large; this takes a few minutes)" >&2
 "$venv/bin/python" -m pip install --disable-pip-version-check --quiet --upgrade pip
 "$venv/bin/python" -m pip install --disable-pip-version-check -r "$req"
 # Sanity check: the imports the reference needs.
-"$venv/bin/python" -c 'import torch, transformers, networkx, numpy, safetensors, tokenizers; print("torch", torch.__version__, "transformers", transformers.__version__)' >&2
+"$venv/bin/python" -c "import $imports; print('torch', torch.__version__, 'transformers', transformers.__version__)" >&2
 echo "$want" > "$stamp"
 echo "reference env ready: $venv" >&2

@@ -6,7 +6,7 @@ use bert_explain::explain::MAX_IG_STEPS;
 use bert_explain::methods::Mixing;
 use bert_explain::report::Format;
 use bert_explain::DeviceChoice;
-use clap::{Parser, ValueEnum};
+use clap::{ArgGroup, Parser, ValueEnum};
 
 use super::causal;
 
@@ -14,6 +14,7 @@ use super::causal;
 /// attention rollout and attention flow (Abnar & Zuidema, ACL 2020).
 #[derive(Parser, Debug)]
 #[command(name = "bert-explain", version, about)]
+#[command(group(ArgGroup::new("scoring").args(["evaluate", "lrp"]).multiple(true)))]
 pub struct Args {
     /// The sentence, with one [MASK] where the word to predict goes; for a GPT-2 model
     /// (config.json model_type "gpt2"), the prompt to continue.
@@ -33,18 +34,24 @@ pub struct Args {
     #[arg(long, value_name = "FILE.jsonl", requires = "input")]
     pub output: Option<PathBuf>,
 
-    /// Score each token's importance for the predicted word (input gradients, blank-out)
-    /// and report the Spearman correlation of every layer of every method with each score.
+    /// Score each token's importance for the predicted word (input gradients, blank-out,
+    /// integrated gradients, AttnLRP and CP-LRP), report the Spearman correlation of every
+    /// layer of every method with each score, and each map's ERASER faithfulness.
     #[arg(long)]
     pub evaluate: bool,
 
-    /// With --evaluate: explain this word's probability instead of the top prediction's.
-    #[arg(long, value_name = "WORD", requires = "evaluate")]
+    /// Score each token's relevance for the explained logit by AttnLRP and CP-LRP alone
+    /// (one forward and one backward pass each), and correlate the maps with them.
+    #[arg(long)]
+    pub lrp: bool,
+
+    /// With --evaluate or --lrp: explain this word instead of the top prediction.
+    #[arg(long, value_name = "WORD", requires = "scoring")]
     pub importance_word: Option<String>,
 
-    /// With --evaluate on a classifier: explain this label's probability (its name from
-    /// id2label, or its id) instead of the top label's.
-    #[arg(long, value_name = "NAME|ID", requires = "evaluate")]
+    /// With --evaluate or --lrp on a classifier: explain this label (its name from id2label,
+    /// or its id) instead of the top label.
+    #[arg(long, value_name = "NAME|ID", requires = "scoring")]
     pub label: Option<String>,
 
     /// The second text of a pair (NLI, paraphrase), joined as the tokenizer joins pairs.
@@ -60,10 +67,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = BlankArg::Unk, requires = "evaluate")]
     pub blank: BlankArg,
 
-    /// With --evaluate: leave special tokens ([CLS], [SEP], <s>, ...) out of every
+    /// With --evaluate or --lrp: leave special tokens ([CLS], [SEP], <s>, ...) out of every
     /// correlation (JSON: evaluation.without_specials); by default every token counts, as in
     /// the paper's code.
-    #[arg(long, requires = "evaluate")]
+    #[arg(long, requires = "scoring")]
     pub correlate_without_specials: bool,
 
     /// With --evaluate: the points of integrated gradients' Gauss–Legendre rule (more: a

@@ -16,7 +16,7 @@ use bert_explain::{
     causal::{is_causal, CausalExplainer},
     device,
     explain::{explain_attention, EvaluateOptions, Progress},
-    importance::Blank,
+    faithfulness::Blank,
     methods::Mixing,
     relevance::{FlowChoice, FLOW_AUTO_LIMIT},
     report::{
@@ -222,7 +222,7 @@ fn explain_options(args: &Args) -> anyhow::Result<ExplainOptions> {
         },
         progress: None,
         mixing: args.mixing.as_deref().map(Mixing::parse_list).transpose()?,
-        evaluate: args.evaluate.then(|| EvaluateOptions {
+        evaluate: (args.evaluate || args.lrp).then(|| EvaluateOptions {
             word: args.importance_word.clone(),
             label: args.label.clone(),
             blank: match args.blank {
@@ -232,6 +232,7 @@ fn explain_options(args: &Args) -> anyhow::Result<ExplainOptions> {
             },
             without_specials: args.correlate_without_specials,
             ig_steps: args.ig_steps,
+            only: (!args.evaluate).then_some("lrp"),
         }),
     })
 }

@@ -17,10 +17,10 @@ use candle_core::{Device, Tensor};
 use crate::attention::{AttentionStack, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, TokenizerFiles, Weights};
 use crate::device::bind_to_thread;
-use crate::eraser::Erasable;
 use crate::error::{Error, Result};
-use crate::evaluate::Evaluation;
-use crate::importance::{importance, Blank};
+use crate::faithfulness::correlations::Evaluation;
+use crate::faithfulness::eraser::Erasable;
+use crate::faithfulness::{importance, Blank};
 use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
 use crate::model::{EncoderConfig, Heads, Keep, Model, ModelOutput, Predicts, Reads, Task};
@@ -78,6 +78,9 @@ pub struct EvaluateOptions {
     pub without_specials: bool,
     /// Points of integrated gradients' quadrature (at least 1).
     pub ig_steps: usize,
+    /// The one attribution to compute, by its name (`--lrp` alone: `lrp`); `None`: every
+    /// one, and the ERASER scores of the maps.
+    pub only: Option<&'static str>,
 }
 
 /// Integrated gradients' points unless `--ig-steps` says otherwise (captum's default).
@@ -94,6 +97,7 @@ impl Default for EvaluateOptions {
             blank: Blank::default(),
             without_specials: false,
             ig_steps: DEFAULT_IG_STEPS,
+            only: None,
         }
     }
 }
@@ -328,9 +332,12 @@ impl Explainer {
         };
         let scored = match (&options.evaluate, &probs) {
             (None, _) => None,
-            (Some(_), None) => {
+            (Some(evaluate), None) => {
                 return Err(Error::NeedsMlmHead {
-                    what: "--evaluate",
+                    what: match evaluate.only {
+                        None => "--evaluate",
+                        Some(_) => "--lrp",
+                    },
                     model: self.name.clone(),
                 })
             }
@@ -360,11 +367,13 @@ impl Explainer {
                 query: &query,
                 probability: scores.probability,
             };
-            evaluation.eraser = Some(eraser_of_every_map(
-                &erasable,
-                &report.relevance,
-                methods.as_ref(),
-            )?);
+            if query.only.is_none() {
+                evaluation.eraser = Some(eraser_of_every_map(
+                    &erasable,
+                    &report.relevance,
+                    methods.as_ref(),
+                )?);
+            }
             report.evaluation = Some(evaluation);
             report.importance = Some(scores);
         }

@@ -4,7 +4,7 @@ use candle_core::Tensor;
 
 use super::{EvaluateOptions, Explainer};
 use crate::error::{Error, Result};
-use crate::importance::{Blank, ImportanceQuery};
+use crate::faithfulness::{Blank, ImportanceQuery};
 use crate::model::Predicts;
 use crate::report::{LabelProbability, Prediction, WordProbability};
 
@@ -64,21 +64,11 @@ impl Explainer {
         probs: &[f32],
     ) -> Result<ImportanceQuery> {
         let (word, id) = self.explained(Some(evaluate), probs)?;
-        let blank = evaluate.blank;
-        let (blank_token, blank_id) = match blank {
-            Blank::Pad => {
-                let id = self.config.pad_token_id.ok_or(Error::NoPadToken)?;
-                let id = u32::try_from(id)
-                    .ok()
-                    .filter(|&id| (id as usize) < self.config.vocab_size)
-                    .ok_or(Error::NoPadToken)?;
-                (self.tokenizer.token(id), id)
-            }
-            _ => blank
-                .tokens()
-                .iter()
-                .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
-                .ok_or(Error::NoBlankToken(blank.tokens()[0]))?,
+        // Blank-out, integrated gradients and ERASER put the blank in; LRP alone needs none.
+        let (blank_token, blank_id) = match (self.blank(evaluate.blank), evaluate.only) {
+            (Ok(found), _) => found,
+            (Err(_), Some(_)) => (String::new(), 0),
+            (Err(e), None) => return Err(e),
         };
         Ok(ImportanceQuery {
             word,
@@ -86,7 +76,27 @@ impl Explainer {
             blank_token,
             blank_id,
             steps: evaluate.ig_steps,
+            only: evaluate.only,
         })
+    }
+
+    /// The blank token and its id.
+    fn blank(&self, blank: Blank) -> Result<(String, u32)> {
+        match blank {
+            Blank::Pad => {
+                let id = self.config.pad_token_id.ok_or(Error::NoPadToken)?;
+                let id = u32::try_from(id)
+                    .ok()
+                    .filter(|&id| (id as usize) < self.config.vocab_size)
+                    .ok_or(Error::NoPadToken)?;
+                Ok((self.tokenizer.token(id), id))
+            }
+            _ => blank
+                .tokens()
+                .iter()
+                .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
+                .ok_or(Error::NoBlankToken(blank.tokens()[0])),
+        }
     }
 
     /// The explained class, by name and id: `--importance-word` or `--label` when given,

@@ -6,6 +6,7 @@ use candle_core::{Module, Tensor, Var, D};
 use super::config::EncoderConfig;
 use super::family::LayerNames;
 use super::norm::LayerNorm;
+use super::rules;
 use super::{Keep, LayerInternals};
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
@@ -120,10 +121,12 @@ impl Attention {
         let v = split(v)?;
         let scores = match &self.scores {
             Some(own) => own.scores(&q, &k)?,
-            None => (matmul(&q, &k.t()?)? * (1.0 / (self.head_size as f64).sqrt()))?,
+            None => {
+                (rules::product(matmul(&q, &k.t()?)?)? * (1.0 / (self.head_size as f64).sqrt()))?
+            }
         };
-        let (probs, probe) = probe(softmax(scores)?, keep)?;
-        let context = matmul(&probs, &v)?
+        let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
+        let context = rules::product(matmul(&probs, &v)?)?
             .transpose(1, 2)?
             .reshape((batch, n, hidden))?;
         let projected = self.output.forward(&context)?;

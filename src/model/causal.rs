@@ -9,7 +9,7 @@ use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
 use super::attention::{head_values, probe, softmax};
-use super::{Keep, LayerInternals, LayerTrace};
+use super::{rules, Keep, LayerInternals, LayerTrace};
 use crate::checkpoint::Weights;
 use crate::error::Result;
 use crate::linalg::{matmul, Dense};
@@ -151,17 +151,14 @@ pub(crate) fn cached_attention(
     };
     *kv = Some((key.clone(), value.clone()));
     let (key, value) = (expand(&key)?, expand(&value)?);
-    let scores = (matmul(query, &key.t()?.contiguous()?)? * step.scale)?;
-    let scores = match step.softcap {
-        Some(cap) => ((scores / cap)?.tanh()? * cap)?,
-        None => scores,
-    };
+    let scores = (rules::product(matmul(query, &key.t()?.contiguous()?)?)? * step.scale)?;
+    let scores = soft_cap(scores, step.softcap)?;
     let scores = match causal_mask(q, step.seen, step.window, query.device())? {
         Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
         None => scores,
     };
-    let (probs, probe) = probe(softmax(scores)?, step.keep)?;
-    let context = matmul(&probs, &value)?
+    let (probs, probe) = probe(rules::probabilities(softmax(scores)?), step.keep)?;
+    let context = rules::product(matmul(&probs, &value)?)?
         .transpose(1, 2)?
         .reshape((batch, q, heads * d))?;
     Ok(Attended {
@@ -170,6 +167,15 @@ pub(crate) fn cached_attention(
         probe,
         value,
     })
+}
+
+/// `c · tanh(x / c)` with a cap (an elementwise nonlinearity of [`rules`]), `x` itself
+/// without.
+pub(crate) fn soft_cap(x: Tensor, cap: Option<f64>) -> Result<Tensor> {
+    match cap {
+        Some(c) => rules::nonlinear(&x, |x| Ok(((x / c)?.tanh()? * c)?)),
+        None => Ok(x),
+    }
 }
 
 /// A norm between the attention block and the residual (Gemma 2 and 3): RMSNorm's weight

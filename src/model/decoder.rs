@@ -11,12 +11,12 @@ use candle_nn::Embedding;
 use super::attention::load_linear_with;
 use super::body::Body;
 use super::causal::{
-    cached_attention, decoder_internals, AfterAttention, Attended, CausalDims, CausalLm, KvCache,
-    Step, StepOutput,
+    cached_attention, decoder_internals, soft_cap, AfterAttention, Attended, CausalDims, CausalLm,
+    KvCache, Step, StepOutput,
 };
 use super::norm::RmsNorm;
 use super::rotary::{Rope, Rotary};
-use super::{Keep, LayerTrace};
+use super::{rules, Keep, LayerTrace};
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::Result;
 use crate::linalg::{matmul, Dense};
@@ -247,14 +247,6 @@ impl Body for RotaryDecoder {
     }
 }
 
-/// `c · tanh(x / c)` with a cap, `x` itself without.
-fn soft_cap(x: Tensor, cap: Option<f64>) -> Result<Tensor> {
-    Ok(match cap {
-        Some(c) => ((x / c)?.tanh()? * c)?,
-        None => x,
-    })
-}
-
 /// The spec's RMSNorm of `size` at `vb`.
 fn norm(vb: &WeightPath, size: usize, spec: &Spec) -> Result<RmsNorm> {
     let norm = RmsNorm::load(vb, size, spec.eps)?;
@@ -359,14 +351,13 @@ impl DecoderLayer {
         let internals = decoder_internals(keep, x, &step.value, &self.attn.o_proj, after)?;
         let x = (x + attended)?;
         let normed = self.before_mlp.forward(&x)?;
-        let gate = self.gate_proj.forward(&normed)?;
-        let gate = match self.gate {
-            Gate::Silu => gate.silu()?,
-            Gate::GeluTanh => gate.gelu()?,
-        };
-        let out = self
-            .down_proj
-            .forward(&(gate * self.up_proj.forward(&normed)?)?)?;
+        let gate = rules::gate(self.gate_proj.forward(&normed)?);
+        let gate = rules::nonlinear(&gate, |gate| match self.gate {
+            Gate::Silu => Ok(gate.silu()?),
+            Gate::GeluTanh => Ok(gate.gelu()?),
+        })?;
+        let gated = rules::product((gate * self.up_proj.forward(&normed)?)?)?;
+        let out = self.down_proj.forward(&gated)?;
         let out = match &self.after_mlp {
             Some(norm) => norm.forward(&out)?,
             None => out,

@@ -7,6 +7,7 @@ use super::attention::{load_linear, Attention, Scores};
 use super::config::{Activation, EncoderConfig};
 use super::family::LayerNames;
 use super::norm::LayerNorm;
+use super::rules;
 use super::{Keep, LayerTrace};
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
@@ -72,13 +73,16 @@ impl Layer {
     }
 }
 
-/// Applies the configured activation elementwise.
+/// Applies the configured activation elementwise (an elementwise nonlinearity of
+/// [`rules`]).
 pub fn activate(activation: Activation, x: &Tensor) -> Result<Tensor> {
-    Ok(match activation {
-        Activation::Gelu => x.gelu_erf()?,
-        Activation::GeluTanh => x.gelu()?,
-        Activation::Relu => x.relu()?,
-        Activation::Tanh => x.tanh()?,
-        Activation::Silu => x.silu()?,
+    rules::nonlinear(x, |x| {
+        Ok(match activation {
+            Activation::Gelu => x.gelu_erf()?,
+            Activation::GeluTanh => x.gelu()?,
+            Activation::Relu => x.relu()?,
+            Activation::Tanh => x.tanh()?,
+            Activation::Silu => x.silu()?,
+        })
     })
 }

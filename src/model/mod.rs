@@ -17,6 +17,7 @@ pub mod heads;
 mod layer;
 pub(crate) mod norm;
 mod rotary;
+pub mod rules;
 
 use std::path::Path;
 

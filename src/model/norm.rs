@@ -3,6 +3,7 @@
 
 use candle_core::{Tensor, D};
 
+use super::rules;
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
@@ -54,7 +55,7 @@ impl LayerNorm {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
         let variance = centred.sqr()?.mean_keepdim(D::Minus1)?;
-        let normed = centred.broadcast_div(&(variance + self.eps)?.sqrt()?)?;
+        let normed = centred.broadcast_div(&rules::scale((variance + self.eps)?.sqrt()?))?;
         Ok(normed
             .broadcast_mul(&self.weight)?
             .broadcast_add(&self.bias)?)
@@ -96,7 +97,7 @@ impl RmsNorm {
     /// `x`: `[..., size]` → the same shape: x / sqrt(mean(x²) + eps) · weight.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mean_square = x.sqr()?.mean_keepdim(D::Minus1)?;
-        let normed = x.broadcast_div(&(mean_square + self.eps)?.sqrt()?)?;
+        let normed = x.broadcast_div(&rules::scale((mean_square + self.eps)?.sqrt()?))?;
         Ok(normed.broadcast_mul(&self.weight)?)
     }
 }

@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use super::{probability, Report};
+use crate::faithfulness::{score, scores, Score};
 
 /// Writes nothing unless the report has importance scores.
 pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
@@ -11,12 +12,15 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
         return Ok(());
     };
     writeln!(out)?;
+    let blank = match importance.score("blank_out") {
+        Some(_) => format!(" (blank-out puts {} in its place)", importance.blank_token),
+        None => String::new(),
+    };
     writeln!(
         out,
-        "Importance of each token for p({}) = {} (blank-out puts {} in its place)",
+        "Importance of each token for p({}) = {}{blank}",
         importance.word,
         probability(importance.probability),
-        importance.blank_token
     )?;
     let width = report
         .tokens
@@ -25,22 +29,25 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
         .max()
         .unwrap_or(5)
         .clamp(5, 16);
-    writeln!(
-        out,
-        "  {:>3}  {:<width$}  {:>10}  {:>10}  {:>10}  {:>10}",
-        "#", "token", "|gradient|", "grad×input", "blank-out", "int. grad."
-    )?;
-    let integrated = |j: usize| importance.integrated_gradients.get(j).copied();
+    // The headline scores the report has, in report order.
+    let columns: Vec<(&Score, &[f64])> = scores()
+        .filter(|s| s.headline)
+        .filter_map(|s| Some((s, importance.score(s.name)?)))
+        .collect();
+    write!(out, "  {:>3}  {:<width$}", "#", "token")?;
+    for (score, _) in &columns {
+        write!(out, "  {:>10}", score.label)?;
+    }
+    writeln!(out)?;
     for (j, token) in report.tokens.iter().enumerate() {
-        write!(
-            out,
-            "  {j:>3}  {token:<width$}  {:>10.4}  {:>+10.4}  {:>+10.4}",
-            importance.gradient_norm[j], importance.gradient_x_input[j], importance.blank_out[j]
-        )?;
-        match integrated(j) {
-            Some(v) => writeln!(out, "  {v:>+10.4}")?,
-            None => writeln!(out)?,
+        write!(out, "  {j:>3}  {token:<width$}")?;
+        for (score, values) in &columns {
+            match score.signed {
+                true => write!(out, "  {:>+10.4}", values[j])?,
+                false => write!(out, "  {:>10.4}", values[j])?,
+            }
         }
+        writeln!(out)?;
     }
     if let Some(check) = &importance.integrated_gradients_check {
         let verdict = match check.holds() {
@@ -54,6 +61,20 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
             out,
             "  Integrated gradients ({} steps) sum to {:+.4}, p − p(baseline) = {:+.4}: {verdict}",
             check.steps, check.sum, check.difference
+        )?;
+    }
+    if let Some(check) = &importance.lrp_check {
+        let sums: Vec<String> = (check.sum.iter())
+            .map(|(name, sum)| {
+                let label = score(name).map_or(name.as_str(), |s| s.label);
+                format!("{label} {sum:+.4}")
+            })
+            .collect();
+        writeln!(
+            out,
+            "  LRP's relevances sum to {} of the logit {:+.4} (the rest went to the biases)",
+            sums.join(", "),
+            check.logit
         )?;
     }
     writeln!(out)?;

@@ -31,8 +31,8 @@ pub use svg::{figure, figure_of, generated_figure, Svg, FONT_FAMILY};
 pub use terminal::{Colour, Terminal};
 pub use view::{is_special, View};
 
-use crate::evaluate::Evaluation;
-use crate::importance::Importance;
+use crate::faithfulness::correlations::Evaluation;
+use crate::faithfulness::Importance;
 use crate::methods::Methods;
 use crate::relevance::{AllPositions, Relevance};
 

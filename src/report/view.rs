@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Prediction, Report, Target};
-use crate::evaluate::Evaluation;
+use crate::faithfulness::correlations::Evaluation;
 
 /// A report as displayed. `report.tokens` and every relevance row hold the shown tokens
 /// only; `positions[k]` is the position in the model's input of shown token k.

@@ -23,8 +23,8 @@ pub struct ImportanceFixture {
     /// `--correlate-without-specials`: the correlations leave [CLS] and [SEP] out.
     #[serde(default)]
     pub without_specials: bool,
-    pub importance: bert_explain::importance::Importance,
-    pub evaluation: bert_explain::evaluate::Evaluation,
+    pub importance: bert_explain::faithfulness::Importance,
+    pub evaluation: bert_explain::faithfulness::correlations::Evaluation,
 }
 
 /// The bound for parity with PyTorch.
@@ -87,56 +87,15 @@ pub fn check_importance_fixtures(dir: &str, models: &Path, extra: &[&str]) -> us
             (got.probability - want.probability).abs() <= TOLERANCE,
             "{name}"
         );
-        assert_close(
-            name,
-            "gradient_norm",
-            &got.gradient_norm,
-            &want.gradient_norm,
-            TOLERANCE,
-        );
-        let (g, w) = (&got.gradient_x_input, &want.gradient_x_input);
-        assert_close(name, "gradient_x_input", g, w, TOLERANCE);
-        assert_close(
-            name,
-            "blank_out",
-            &got.blank_out,
-            &want.blank_out,
-            TOLERANCE,
-        );
-        // The paper's scores and integrated gradients, where the fixture has them (fixtures
-        // made before them hold the first three).
-        let paper = [
-            (
-                "gradient_sum_abs",
-                &got.gradient_sum_abs,
-                &want.gradient_sum_abs,
-            ),
-            (
-                "gradient_x_input_abs",
-                &got.gradient_x_input_abs,
-                &want.gradient_x_input_abs,
-            ),
-            ("blank_out_abs", &got.blank_out_abs, &want.blank_out_abs),
-            (
-                "integrated_gradients",
-                &got.integrated_gradients,
-                &want.integrated_gradients,
-            ),
-            (
-                "embedding_gradient_sum_abs",
-                &got.embedding_gradient_sum_abs,
-                &want.embedding_gradient_sum_abs,
-            ),
-            (
-                "embedding_gradient_x_input_abs",
-                &got.embedding_gradient_x_input_abs,
-                &want.embedding_gradient_x_input_abs,
-            ),
-        ];
-        for (what, g, w) in paper {
-            if !w.is_empty() {
-                assert_close(name, what, g, w, TOLERANCE);
-            }
+        // Every score the fixture has (fixtures made before the paper's scores and integrated
+        // gradients hold the first three).
+        let want_scores = want.scores();
+        assert!(want_scores.len() >= 3, "{name}: {want_scores:?}");
+        for (what, w) in want_scores {
+            let g = got
+                .score(what)
+                .unwrap_or_else(|| panic!("{name}: no {what}"));
+            assert_close(name, what, g, w, TOLERANCE);
         }
         // captum's completeness check: the attributions' sum and p − p(baseline).
         if let Some(want) = &want.integrated_gradients_check {
@@ -164,8 +123,14 @@ pub fn check_importance_fixtures(dir: &str, models: &Path, extra: &[&str]) -> us
             "phi3",
         ];
         if !decoders.contains(&report.family.as_deref().unwrap_or("bert")) {
-            let norm = got.gradient_norm.iter().cloned().fold(0.0, f64::max);
-            let sum = got.gradient_sum_abs.iter().cloned().fold(0.0, f64::max);
+            let largest = |score: &str| {
+                got.score(score)
+                    .unwrap()
+                    .iter()
+                    .cloned()
+                    .fold(0.0, f64::max)
+            };
+            let (norm, sum) = (largest("gradient_norm"), largest("gradient_sum_abs"));
             assert!(
                 sum <= 1e-4 * norm,
                 "{name}: |Σ grad| {sum} against ‖grad‖ {norm}"

@@ -25,7 +25,7 @@ use crate::model::family::{
 };
 use crate::model::layer::Layer;
 use crate::model::norm::LayerNorm;
-use crate::model::{EncoderConfig, Reads};
+use crate::model::{rules, EncoderConfig, Reads};
 
 pub const FAMILY: Family = Family {
     name: "deberta-v2",
@@ -385,7 +385,9 @@ impl Disentangled {
 
 impl Scores for Disentangled {
     fn scores(&self, q: &Tensor, k: &Tensor) -> Result<Tensor> {
-        let mut scores = (matmul(q, &k.t()?)? / self.scale)?;
+        // Only the content-to-content term multiplies two activations: the position terms are
+        // linear in q or k (LRP's uniform rule).
+        let mut scores = (rules::product(matmul(q, &k.t()?)?)? / self.scale)?;
         let Some(r) = &self.relative else {
             return Ok(scores);
         };

@@ -24,7 +24,7 @@ use crate::model::family::{
 };
 use crate::model::norm::LayerNorm;
 use crate::model::rotary::{rope_of, Rope, RopeScaling, Rotary};
-use crate::model::{activate, Keep, LayerTrace, Reads};
+use crate::model::{activate, rules, Keep, LayerTrace, Reads};
 
 pub const FAMILY: Family = Family {
     name: "modernbert",
@@ -353,20 +353,22 @@ impl EncoderLayer {
             Some(mask) => value.broadcast_mul(&mask.unsqueeze(1)?.unsqueeze(3)?)?,
             None => value,
         };
-        let scores = (matmul(&query, &key.t()?.contiguous()?)? / (d as f64).sqrt())?;
+        let scores =
+            (rules::product(matmul(&query, &key.t()?.contiguous()?)?)? / (d as f64).sqrt())?;
         let scores = match local_mask(n, self.window, x.device())? {
             Some(mask) => scores.broadcast_add(&mask)?,
             None => scores,
         };
-        let (probs, probe) = probe(softmax(scores)?, keep)?;
-        let context = matmul(&probs, &value)?
+        let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
+        let context = rules::product(matmul(&probs, &value)?)?
             .transpose(1, 2)?
             .reshape((b, n, hidden))?;
         let internals = decoder_internals(keep, x, &value, &self.output, None)?;
         let x = (x + self.output.forward(&context)?)?;
         let normed = self.mlp_norm.forward(&x)?;
-        let inner = (activate(self.activation, &self.input.forward(&normed)?)?
-            * self.gate.forward(&normed)?)?;
+        // GeGLU: the activated half is the gate of LRP's rules.
+        let gate = activate(self.activation, &rules::gate(self.input.forward(&normed)?))?;
+        let inner = rules::product((gate * self.gate.forward(&normed)?)?)?;
         let trace = LayerTrace {
             probs,
             probe,

@@ -8,8 +8,8 @@
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
+use super::{probabilities, ImportanceQuery};
 use crate::error::{Error, Result};
-use crate::importance::{probabilities, ImportanceQuery};
 use crate::model::Model;
 
 /// The percentages of the removable tokens that are blanked (or kept).

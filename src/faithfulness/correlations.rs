@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::eraser::Eraser;
-use crate::importance::{Importance, SCORES};
+use super::eraser::Eraser;
+use super::{Importance, Score};
 use crate::methods::{Methods, Mixing};
 use crate::relevance::Relevance;
 
@@ -56,7 +56,7 @@ pub type MethodEvaluation = BTreeMap<String, MapCorrelations>;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
     /// Attention's raw, rollout and flow correlated with each score, by the score's name (the
-    /// names of [`SCORES`], keys of `evaluation` itself in the JSON).
+    /// names of [`super::scores`], keys of `evaluation` itself in the JSON).
     #[serde(flatten)]
     pub scores: BTreeMap<String, Correlations>,
     /// Whether special tokens ([CLS], [SEP], ...) were left out of every correlation
@@ -138,12 +138,12 @@ impl Evaluation {
     }
 
     /// `(score name, map name, per-layer correlations)` for every pair, scores in the order
-    /// of [`SCORES`]: attention's `raw`, `rollout`, `flow`, then each method's as `norm
+    /// of [`super::scores`]: attention's `raw`, `rollout`, `flow`, then each method's as `norm
     /// layer` and so on.
     pub fn entries(&self) -> Vec<(&str, String, &[Option<f64>])> {
         let mut out = Vec::new();
-        let known = SCORES.iter().filter(|s| self.scores.contains_key(**s));
-        for score in known {
+        let known = super::scores().filter(|s| self.scores.contains_key(s.name));
+        for Score { name: score, .. } in known {
             let c = &self.scores[*score];
             for (map, values) in c.named() {
                 out.push((*score, map.to_string(), values.as_slice()));

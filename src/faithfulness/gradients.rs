@@ -1,0 +1,124 @@
+//! Input gradients of p(class) (Abnar & Zuidema 2020, §4): their norm and gradient × input
+//! at the word embeddings, signed and absolute, and the paper's code's "grad" and
+//! "inputgrad" at the embedding block's output.
+
+use candle_core::{Tensor, Var, D};
+
+use super::importance::{host, probability_of};
+use super::{Attributed, Attribution, Score, Text};
+use crate::error::Result;
+
+pub struct Gradients;
+
+impl Attribution for Gradients {
+    fn name(&self) -> &'static str {
+        "gradients"
+    }
+
+    fn scores(&self) -> &'static [Score] {
+        &[
+            // `‖∂p/∂e_j‖₂`, with `e_j` the word embedding of token j.
+            Score {
+                name: "gradient_norm",
+                label: "|gradient|",
+                headline: true,
+                signed: false,
+            },
+            // `Σ_d (∂p/∂e_j)_d · (e_j)_d`: signed, positive where the token raises p; 0 where
+            // the model answers e and αe alike (ModernBERT, DeBERTa-v3: a norm reads the
+            // words alone).
+            Score {
+                name: "gradient_x_input",
+                label: "grad×input",
+                headline: true,
+                signed: true,
+            },
+            // The paper's code's "grad" and "inputgrad" (samiraabnar/attention_flow) taken at
+            // the word embeddings: `|Σ_d (∂p/∂e_j)_d|` (0 where a LayerNorm's mean comes
+            // first: every post-norm encoder, ModernBERT) and `|Σ_d (∂p/∂e_j)_d · (e_j)_d|`.
+            Score {
+                name: "gradient_sum_abs",
+                label: "|Σ gradient|",
+                headline: false,
+                signed: false,
+            },
+            Score {
+                name: "gradient_x_input_abs",
+                label: "|grad×input|",
+                headline: false,
+                signed: false,
+            },
+            // The same as its code takes them, at the embedding block's output `h_j` (word,
+            // position and token-type embeddings after their LayerNorm: what the first layer
+            // reads, and what the code's `model.distilbert.embeddings(ids)` returns).
+            Score {
+                name: "embedding_gradient_sum_abs",
+                label: "grad",
+                headline: false,
+                signed: false,
+            },
+            Score {
+                name: "embedding_gradient_x_input_abs",
+                label: "inputgrad",
+                headline: false,
+                signed: false,
+            },
+        ]
+    }
+
+    fn attribute(&self, text: &Text) -> Result<Attributed> {
+        let model = text.model;
+        let device = model.device();
+        let n = text.ids.len();
+        let input = Tensor::new(text.ids, device)?.unsqueeze(0)?;
+        let type_ids = Tensor::new(text.types, device)?.unsqueeze(0)?;
+        let words = Var::from_tensor(&model.embed_words(&input)?)?;
+        // The gradient at the embedding block's output first (a variable of its own: candle
+        // keeps no gradient of an intermediate tensor), then the chain rule back through the
+        // block to the word embeddings: ∂p/∂e = (∂h/∂e)ᵀ ∂p/∂h.
+        let block = model.embed(words.as_tensor(), Some(&type_ids))?;
+        let embedded = Var::from_tensor(&block.detach())?;
+        let p = probability_of(model, embedded.as_tensor(), text.target, text.query.id)?;
+        let missing = || candle_core::Error::Msg("no gradient reached the input embeddings".into());
+        let at_block = p
+            .backward()?
+            .get(embedded.as_tensor())
+            .ok_or_else(missing)?
+            .detach();
+        let through = (&block * &at_block)?.sum_all()?;
+        let grad = through
+            .backward()?
+            .get(words.as_tensor())
+            .ok_or_else(missing)?
+            .squeeze(0)?;
+        let (at_block, block) = (at_block.squeeze(0)?, block.detach().squeeze(0)?);
+        let embedding_sum = host(&at_block.sum(D::Minus1)?)?;
+        let embedding_x_input = host(&(&at_block * &block)?.sum(D::Minus1)?)?;
+        let embeddings = words.as_tensor().squeeze(0)?;
+        let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
+        // Where the model answers e and αe alike, the sum is the derivative along e: zero, and
+        // what f32 arithmetic leaves of it is rounding, not a ranking.
+        let gradient_x_input = match model.scale_free_words() {
+            true => vec![0.0; n],
+            false => host(&(&grad * &embeddings)?.sum(D::Minus1)?)?,
+        };
+        // The same for the derivative along the all-ones direction, where a LayerNorm's mean
+        // comes first.
+        let gradient_sum = match model.shift_free_words() {
+            true => vec![0.0; n],
+            false => host(&grad.sum(D::Minus1)?)?,
+        };
+        let absolute = |v: &[f64]| v.iter().map(|x| x.abs()).collect();
+        Ok(Attributed {
+            scores: vec![
+                host(&gradient_norm)?,
+                gradient_x_input.clone(),
+                absolute(&gradient_sum),
+                absolute(&gradient_x_input),
+                absolute(&embedding_sum),
+                absolute(&embedding_x_input),
+            ],
+            check: None,
+        })
+    }
+}

@@ -1,0 +1,91 @@
+//! Layer-wise relevance propagation of the explained logit, in the Gradient × Input form of
+//! LXT's efficient mode: AttnLRP (Achtibat et al., ICML 2024) and CP-LRP (Ali et al., ICML
+//! 2022). Each token's relevance is `R_j = Σ_d e_jd · g_jd`, with e_j its word embedding and
+//! g the gradient of the logit through the model with the rule set's backward pass
+//! ([`crate::model::rules`]): one forward and one backward pass per rule set.
+
+use std::collections::BTreeMap;
+
+use candle_core::{IndexOp, Tensor, Var, D};
+
+use super::importance::{host, scalar};
+use super::{Attributed, Attribution, Check, LrpCheck, Score, Text};
+use crate::error::{Error, Result};
+use crate::model::rules::Rules;
+use crate::model::Keep;
+
+pub struct Lrp;
+
+/// Each rule set with the score it gives, in the order of [`Lrp::scores`].
+const RULES: [(Rules, &str); 2] = [(Rules::AttnLrp, "attnlrp"), (Rules::CpLrp, "cp_lrp")];
+
+impl Attribution for Lrp {
+    fn name(&self) -> &'static str {
+        "lrp"
+    }
+
+    fn scores(&self) -> &'static [Score] {
+        &[
+            Score {
+                name: "attnlrp",
+                label: "AttnLRP",
+                headline: true,
+                signed: true,
+            },
+            Score {
+                name: "cp_lrp",
+                label: "CP-LRP",
+                headline: true,
+                signed: true,
+            },
+        ]
+    }
+
+    fn attribute(&self, text: &Text) -> Result<Attributed> {
+        let mut scores = Vec::with_capacity(RULES.len());
+        let mut sum = BTreeMap::new();
+        let mut logit = 0.0;
+        for (rules, name) in RULES {
+            let (relevance, explained) = relevance(text, rules)?;
+            sum.insert(name.to_string(), relevance.iter().sum());
+            scores.push(relevance);
+            logit = explained;
+        }
+        Ok(Attributed {
+            scores,
+            check: Some(Check::Lrp(LrpCheck { logit, sum })),
+        })
+    }
+}
+
+/// Each token's relevance for the logit of `text.query.id` at the target under `rules`, and
+/// that logit.
+fn relevance(text: &Text, rules: Rules) -> Result<(Vec<f64>, f64)> {
+    let model = text.model;
+    let device = model.device();
+    let input = Tensor::new(text.ids, device)?.unsqueeze(0)?;
+    let types = Tensor::new(text.types, device)?.unsqueeze(0)?;
+    let words = Var::from_tensor(&model.embed_words(&input)?)?;
+    let logits = rules.apply(|| {
+        model
+            .forward_words(
+                words.as_tensor(),
+                Some(&types),
+                text.target,
+                Keep::default(),
+            )
+            .map(|output| output.logits)
+    })?;
+    let logits = logits.ok_or(Error::NeedsMlmHead {
+        what: "LRP relevance",
+        model: "this checkpoint".into(),
+    })?;
+    let logit = logits.i((0, text.query.id as usize))?;
+    let grad = logit
+        .backward()?
+        .get(words.as_tensor())
+        .ok_or_else(|| candle_core::Error::Msg("no relevance reached the word embeddings".into()))?
+        .detach();
+    let relevance = host(&(grad * words.as_tensor())?.sum(D::Minus1)?.squeeze(0)?)?;
+    Ok((relevance, scalar(&logit)?))
+}

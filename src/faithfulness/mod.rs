@@ -1,0 +1,81 @@
+//! Faithfulness (Abnar & Zuidema 2020, §4; SPEC §8): how much each input token matters for
+//! the explained prediction, by several attributions ([`importance`]); how well each
+//! relevance map agrees with them ([`correlations`]); and ERASER's comprehensiveness and
+//! sufficiency of the maps ([`eraser`]).
+//!
+//! An attribution is one file here and one line in [`ATTRIBUTIONS`]: it scores every token
+//! of a [`Text`] under one or more names, which the report, the correlations, the batch
+//! summary and every renderer then carry without knowing it.
+
+mod blank_out;
+pub mod correlations;
+pub mod eraser;
+mod gradients;
+mod importance;
+mod integrated_gradients;
+mod lrp;
+
+pub use importance::{
+    importance, probabilities, Blank, Completeness, Importance, ImportanceQuery, LrpCheck, Text,
+};
+pub use integrated_gradients::gauss_legendre;
+
+use crate::error::Result;
+
+/// One way of scoring each input token's importance for the explained class.
+pub trait Attribution: Sync {
+    /// What the attribution is called where one is asked for alone (`lrp`).
+    fn name(&self) -> &'static str;
+
+    /// The scores it gives, in the order reports list them.
+    fn scores(&self) -> &'static [Score];
+
+    /// Scores every token of `text`: one `Vec` of n values per [`Attribution::scores`],
+    /// in that order, and what checks them where the method has a check.
+    fn attribute(&self, text: &Text) -> Result<Attributed>;
+}
+
+/// One score: its key in the report's `importance` (and `evaluation`), what a person reads
+/// it as in a table's header, and how tables show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Score {
+    pub name: &'static str,
+    pub label: &'static str,
+    /// One of the scores a short table shows (the terminal's columns); the others are
+    /// variants of these (absolute values, another layer).
+    pub headline: bool,
+    /// Signed (shown with its sign); else never negative.
+    pub signed: bool,
+}
+
+/// What one attribution gives.
+pub struct Attributed {
+    pub scores: Vec<Vec<f64>>,
+    pub check: Option<Check>,
+}
+
+/// How an attribution's scores are checked against what they divide up.
+pub enum Check {
+    /// Integrated gradients' completeness.
+    Completeness(Completeness),
+    /// LRP's conservation of the explained logit.
+    Lrp(LrpCheck),
+}
+
+/// Every attribution, in the order reports list their scores.
+pub const ATTRIBUTIONS: [&dyn Attribution; 4] = [
+    &gradients::Gradients,
+    &blank_out::BlankOut,
+    &integrated_gradients::IntegratedGradients,
+    &lrp::Lrp,
+];
+
+/// Every score of every attribution, in report order.
+pub fn scores() -> impl Iterator<Item = &'static Score> {
+    ATTRIBUTIONS.into_iter().flat_map(|a| a.scores())
+}
+
+/// The score called `name`, if any attribution gives it.
+pub fn score(name: &str) -> Option<&'static Score> {
+    scores().find(|s| s.name == name)
+}
