@@ -321,6 +321,7 @@ class Explainer:
         fusion: Optional[str] = None,
         residual: Optional[float] = None,
         evaluate: bool = False,
+        lrp: bool = False,
         importance_word: Optional[str] = None,
         label: Optional[Union[str, int]] = None,
         blank: Optional[str] = None,
@@ -349,7 +350,8 @@ class Explainer:
         the figure and the page as ``--figure`` and ``--html`` do. ``flow=True`` computes
         flow at any length (an encoder leaves it out past 1,024 tokens unless asked; a causal
         model computes it only when asked); ``no_flow=True`` leaves an encoder's out at any
-        length.
+        length. ``lrp=True`` scores each token by AttnLRP and CP-LRP alone (``evaluate=True``
+        includes them); for a causal model, each generated token's logit.
         """
         options = _given(
             target=target,
@@ -363,6 +365,7 @@ class Explainer:
             fusion=fusion,
             residual=residual,
             evaluate=evaluate,
+            lrp=lrp,
             importance_word=importance_word,
             label=None if label is None else str(label),
             blank=blank,

@@ -49,6 +49,7 @@ pub const ENCODER_OPTIONS: &[&str] = &[
 
 /// The options of one causal prompt besides its outputs.
 pub const CAUSAL_OPTIONS: &[&str] = &[
+    "lrp",
     "generate",
     "sample",
     "seed",
@@ -71,7 +72,7 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("candidates", &[Masked, Batch]),
     ("top_k", &[Masked, Batch]),
     ("evaluate", &[Masked, Batch]),
-    ("lrp", &[Masked, Batch]),
+    ("lrp", &[Masked, Batch, Causal, CausalBatch]),
     ("importance_word", &[Masked, Batch]),
     ("blank", &[Masked, Batch]),
     ("label", &[Masked, Batch]),

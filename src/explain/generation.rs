@@ -21,6 +21,7 @@ use crate::attention::{HeadFusion, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
 use crate::device::{bind_to_thread, device_name};
 use crate::error::{Error, Result};
+use crate::faithfulness::{importance, Importance, ImportanceQuery, NextToken};
 use crate::generate::{generate, Decoding, Generation};
 use crate::methods::causal::{causal_mixings, Generated};
 use crate::methods::Mixing;
@@ -46,6 +47,8 @@ pub struct CausalOptions {
     pub mixings: Vec<Mixing>,
     /// Told how far each flow has got (`--flow` on a long text can take minutes).
     pub progress: Option<Progress>,
+    /// Also score each generated token's logit by AttnLRP and CP-LRP (`--lrp`).
+    pub lrp: bool,
 }
 
 impl Default for CausalOptions {
@@ -58,6 +61,7 @@ impl Default for CausalOptions {
             skip_common: false,
             mixings: Vec::new(),
             progress: None,
+            lrp: false,
         }
     }
 }
@@ -151,6 +155,10 @@ impl CausalExplainer {
                 )?)
             }
         };
+        let importance = match options.lrp {
+            true => Some(self.lrp(&prompt_ids, &generation.ids)?),
+            false => None,
+        };
         let prompt_tokens = self.tokenizer.token_texts(&prompt_ids)?;
         let method = match options.methods.correction {
             true => CausalMethod::RolloutCorrected,
@@ -199,7 +207,33 @@ impl CausalExplainer {
             relevance,
             methods,
             ranking,
+            importance,
         })
+    }
+
+    /// Each generated token's AttnLRP and CP-LRP relevance for its logit, over the tokens fed
+    /// at its step: the prompt and the tokens generated before it.
+    fn lrp(&self, prompt: &[u32], generated: &[u32]) -> Result<Vec<Importance>> {
+        let model = NextToken {
+            model: self.model.as_ref(),
+            device: &self.device,
+        };
+        let mut fed = prompt.to_vec();
+        let mut out = Vec::with_capacity(generated.len());
+        for &id in generated {
+            let query = ImportanceQuery {
+                word: self.tokenizer.decode(&[id])?,
+                id,
+                blank_token: String::new(),
+                blank_id: 0,
+                steps: 0,
+                only: Some("lrp"),
+            };
+            let types = vec![0; fed.len()];
+            out.push(importance(&model, &fed, &types, fed.len() - 1, &query)?);
+            fed.push(id);
+        }
+        Ok(out)
     }
 
     /// Every head's attention in layer `layer` (1 to L) over the positions fed while

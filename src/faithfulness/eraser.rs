@@ -8,9 +8,8 @@
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
-use super::{probabilities, ImportanceQuery};
+use super::{probabilities, ImportanceQuery, Predictor};
 use crate::error::{Error, Result};
-use crate::model::Model;
 
 /// The percentages of the removable tokens that are blanked (or kept).
 pub const PERCENTS: [usize; 5] = [1, 5, 10, 20, 50];
@@ -32,7 +31,7 @@ pub struct Eraser {
 
 /// The input whose prediction the maps explain.
 pub struct Erasable<'a> {
-    pub model: &'a Model,
+    pub model: &'a dyn Predictor,
     pub ids: &'a [u32],
     pub types: &'a [u32],
     pub target: usize,

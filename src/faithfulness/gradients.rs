@@ -76,7 +76,7 @@ impl Attribution for Gradients {
         // The gradient at the embedding block's output first (a variable of its own: candle
         // keeps no gradient of an intermediate tensor), then the chain rule back through the
         // block to the word embeddings: ∂p/∂e = (∂h/∂e)ᵀ ∂p/∂h.
-        let block = model.embed(words.as_tensor(), Some(&type_ids))?;
+        let block = model.embed(words.as_tensor(), &type_ids)?;
         let embedded = Var::from_tensor(&block.detach())?;
         let p = probability_of(model, embedded.as_tensor(), text.target, text.query.id)?;
         let missing = || candle_core::Error::Msg("no gradient reached the input embeddings".into());

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use candle_core::{DType, Tensor, D};
 use serde::{Deserialize, Serialize};
 
+use super::Predictor;
 use super::{Check, ATTRIBUTIONS};
 use crate::error::{Error, Result};
-use crate::model::{Keep, Model};
 
 /// The token that blank-out puts in place of each input token in turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -123,7 +123,7 @@ pub struct ImportanceQuery {
 
 /// The text an attribution scores, and the prediction it explains.
 pub struct Text<'a> {
-    pub model: &'a Model,
+    pub model: &'a dyn Predictor,
     /// One sequence of token ids and of token types, no padding.
     pub ids: &'a [u32],
     pub types: &'a [u32],
@@ -137,7 +137,7 @@ pub struct Text<'a> {
 /// Scores every token of `ids` (one sequence of token types `types`, no padding) for
 /// p(`query.id`) at `target`, by every attribution `query` asks for.
 pub fn importance(
-    model: &Model,
+    model: &dyn Predictor,
     ids: &[u32],
     types: &[u32],
     target: usize,
@@ -187,7 +187,7 @@ pub fn importance(
 /// `words`: `[b, n, width]`, `types`: `[1, n]` → p(`id`) at `target` for each sequence,
 /// `[b]` (a scalar `[]` when b = 1, ready for `backward`).
 pub(super) fn probability(
-    model: &Model,
+    model: &dyn Predictor,
     words: &Tensor,
     types: &Tensor,
     target: usize,
@@ -196,23 +196,17 @@ pub(super) fn probability(
     let types = types
         .broadcast_as(words.dims()[..2].to_vec())?
         .contiguous()?;
-    probability_of(model, &model.embed(words, Some(&types))?, target, id)
+    probability_of(model, &model.embed(words, &types)?, target, id)
 }
 
 /// [`probability`] from the embedding block's output `[b, n, hidden]`.
 pub(super) fn probability_of(
-    model: &Model,
+    model: &dyn Predictor,
     embedded: &Tensor,
     target: usize,
     id: u32,
 ) -> Result<Tensor> {
-    let logits = model
-        .forward_embedded(embedded, target, Keep::default())?
-        .logits
-        .ok_or(Error::NeedsMlmHead {
-            what: "importance scores",
-            model: "this checkpoint".into(),
-        })?;
+    let logits = model.logits(embedded, target)?;
     let probs = candle_nn::ops::softmax(&logits, D::Minus1)?;
     Ok(probs.narrow(1, id as usize, 1)?.squeeze(1)?.squeeze(0)?)
 }
@@ -226,7 +220,7 @@ pub(super) const PAIRS_PER_BATCH: usize = 1 << 20;
 /// types `types`; the texts go through the model a few at a time, so memory stays bounded
 /// whatever b and n.
 pub fn probabilities(
-    model: &Model,
+    model: &dyn Predictor,
     ids: &Tensor,
     types: &[u32],
     target: usize,

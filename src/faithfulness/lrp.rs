@@ -10,9 +10,8 @@ use candle_core::{IndexOp, Tensor, Var, D};
 
 use super::importance::{host, scalar};
 use super::{Attributed, Attribution, Check, LrpCheck, Score, Text};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::rules::Rules;
-use crate::model::Keep;
 
 pub struct Lrp;
 
@@ -67,18 +66,8 @@ fn relevance(text: &Text, rules: Rules) -> Result<(Vec<f64>, f64)> {
     let types = Tensor::new(text.types, device)?.unsqueeze(0)?;
     let words = Var::from_tensor(&model.embed_words(&input)?)?;
     let logits = rules.apply(|| {
-        model
-            .forward_words(
-                words.as_tensor(),
-                Some(&types),
-                text.target,
-                Keep::default(),
-            )
-            .map(|output| output.logits)
-    })?;
-    let logits = logits.ok_or(Error::NeedsMlmHead {
-        what: "LRP relevance",
-        model: "this checkpoint".into(),
+        let embedded = model.embed(words.as_tensor(), &types)?;
+        model.logits(&embedded, text.target)
     })?;
     let logit = logits.i((0, text.query.id as usize))?;
     let grad = logit

@@ -20,7 +20,99 @@ pub use importance::{
 };
 pub use integrated_gradients::gauss_legendre;
 
-use crate::error::Result;
+use candle_core::{Device, Tensor};
+
+use crate::error::{Error, Result};
+use crate::model::causal::CausalLm;
+use crate::model::{Keep, Model};
+
+/// What the attributions need of a model, encoder or decoder: its word embeddings, and the
+/// explained position's logits from them.
+pub trait Predictor: Sync {
+    fn device(&self) -> &Device;
+
+    /// `ids`: `[b, n]` u32 → the word embeddings `[b, n, width]`, what every attribution
+    /// takes its gradient with respect to.
+    fn embed_words(&self, ids: &Tensor) -> Result<Tensor>;
+
+    /// Word embeddings and token types (`[b, n]` u32) → the embedding block's output, what
+    /// the first layer reads.
+    fn embed(&self, words: &Tensor, types: &Tensor) -> Result<Tensor>;
+
+    /// The embedding block's output `[b, n, hidden]` → the head's logits at `target`,
+    /// `[b, classes]`.
+    fn logits(&self, embedded: &Tensor, target: usize) -> Result<Tensor>;
+
+    /// Whether gradient × input at the word embeddings is zero by construction.
+    fn scale_free_words(&self) -> bool;
+
+    /// Whether the gradient's components at the word embeddings sum to zero by construction.
+    fn shift_free_words(&self) -> bool;
+}
+
+impl Predictor for Model {
+    fn device(&self) -> &Device {
+        Model::device(self)
+    }
+
+    fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
+        Model::embed_words(self, ids)
+    }
+
+    fn embed(&self, words: &Tensor, types: &Tensor) -> Result<Tensor> {
+        Model::embed(self, words, Some(types))
+    }
+
+    fn logits(&self, embedded: &Tensor, target: usize) -> Result<Tensor> {
+        self.forward_embedded(embedded, target, Keep::default())?
+            .logits
+            .ok_or(Error::NeedsMlmHead {
+                what: "importance scores",
+                model: "this checkpoint".into(),
+            })
+    }
+
+    fn scale_free_words(&self) -> bool {
+        Model::scale_free_words(self)
+    }
+
+    fn shift_free_words(&self) -> bool {
+        Model::shift_free_words(self)
+    }
+}
+
+/// A causal language model as a predictor of the token after its text: the last position's
+/// next-token logits, whatever the target. Its embedding block is the word embeddings.
+pub struct NextToken<'a> {
+    pub model: &'a dyn CausalLm,
+    pub device: &'a Device,
+}
+
+impl Predictor for NextToken<'_> {
+    fn device(&self) -> &Device {
+        self.device
+    }
+
+    fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
+        self.model.embed_words(ids)
+    }
+
+    fn embed(&self, words: &Tensor, _types: &Tensor) -> Result<Tensor> {
+        Ok(words.clone())
+    }
+
+    fn logits(&self, embedded: &Tensor, _target: usize) -> Result<Tensor> {
+        self.model.next_logits(embedded)
+    }
+
+    fn scale_free_words(&self) -> bool {
+        false
+    }
+
+    fn shift_free_words(&self) -> bool {
+        false
+    }
+}
 
 /// One way of scoring each input token's importance for the explained class.
 pub trait Attribution: Sync {

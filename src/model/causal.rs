@@ -90,6 +90,15 @@ pub trait CausalLm: Send + Sync {
     /// `ids`: `[1, q]` u32, the positions after those in `cache`, which this call extends.
     fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput>;
 
+    /// `ids`: `[b, n]` u32 → their word embeddings `[b, n, width]` as the model's lookup
+    /// returns them (× √hidden for Gemma), what gradients are taken with respect to.
+    fn embed_words(&self, ids: &Tensor) -> Result<Tensor>;
+
+    /// Word embeddings of positions `0..n` (`[b, n, width]`) → the next-token logits after
+    /// each sequence, `[b, vocab]`: every position at once, without a cache, so that
+    /// gradients reach the words.
+    fn next_logits(&self, words: &Tensor) -> Result<Tensor>;
+
     /// Layer `layer` (0-based) alone on its input `x` (`[b, n, hidden]`, positions `0..n`,
     /// no cache), each position's value vectors multiplied by `value_mask` (`[b, n]`) → its
     /// output `[b, n, hidden]` (value zeroing).

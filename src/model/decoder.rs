@@ -188,6 +188,16 @@ impl CausalLm for RotaryDecoder {
         })
     }
 
+    fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
+        self.lookup(ids)
+    }
+
+    fn next_logits(&self, words: &Tensor) -> Result<Tensor> {
+        let (hidden, _) = Body::forward(self, words, Keep::default())?;
+        let last = hidden.i((.., hidden.dim(1)? - 1, ..))?;
+        soft_cap(matmul(&last, &self.lm_head.t()?)?, self.spec.final_softcap)
+    }
+
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
         let tables = self.tables(0, x.dim(1)?)?;
         let layer = &self.layers[layer];

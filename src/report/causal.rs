@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::faithfulness::Importance;
 use crate::methods::CausalMixings;
 use crate::relevance::causal::{CausalMethod, CausalRelevance};
 
@@ -39,6 +40,10 @@ pub struct CausalReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub methods: Option<CausalMixings>,
     pub ranking: Ranking,
+    /// With `--lrp`: each generated token's importance scores for its logit, over the tokens
+    /// fed at its step (the prompt and the tokens generated before it; additive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<Vec<Importance>>,
 }
 
 /// A generated text's report as shown: the generated token whose layer × prompt map the
@@ -214,6 +219,7 @@ mod tests {
             relevance: relevance(),
             methods: None,
             ranking: rank(&relevance(), CausalMethod::Rollout, &[], 0, false),
+            importance: None,
         }
     }
 

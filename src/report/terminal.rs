@@ -8,6 +8,7 @@ use super::colour::{is_dark, ramp, scale_max};
 use super::escape::terminal as terminal_text;
 use super::evaluation::write_evaluation;
 use super::{probability, Explained, Prediction, Renderer, Report, View, SHOWN_LABELS};
+use crate::faithfulness::scores;
 use crate::relevance::causal::{layer_mean, CausalMethod};
 
 const BAR_WIDTH: usize = 12;
@@ -371,7 +372,7 @@ impl Terminal {
         writeln!(out, "Generated: {}", terminal_text(&report.generated_text))?;
         writeln!(out)?;
         let ranking = &report.ranking;
-        write_ranking(report, ranking, out)?;
+        write_ranking(report, ranking, LAYER_MEAN, out)?;
         // Each --mixing method ranked the same way, by its rollout.
         let keep = ranking.top.iter().map(Vec::len).max().unwrap_or(0);
         for (name, maps) in report.methods.iter().flatten() {
@@ -380,7 +381,22 @@ impl Terminal {
             let tokens = &report.prompt_tokens;
             writeln!(out)?;
             let ranked = rank_map(&map, &method, tokens, keep, ranking.skip_common);
-            write_ranking(report, &ranked, out)?;
+            write_ranking(report, &ranked, LAYER_MEAN, out)?;
+        }
+        // Each headline importance score ranked the same way, over the prompt.
+        let scored = report.importance.iter().flatten();
+        let m = report.prompt_tokens.len();
+        for score in scores().filter(|s| s.headline) {
+            let map: Option<Vec<Vec<f64>>> = (scored.clone())
+                .map(|i| Some(i.score(score.name)?[..m].to_vec()))
+                .collect();
+            let Some(map) = map.filter(|map| !map.is_empty()) else {
+                continue;
+            };
+            writeln!(out)?;
+            let tokens = &report.prompt_tokens;
+            let ranked = rank_map(&map, score.label, tokens, keep, ranking.skip_common);
+            write_ranking(report, &ranked, "relevance for its logit", out)?;
         }
         if self.all_layers {
             if let Some(method) = CausalMethod::from_name(&ranking.method) {
@@ -391,15 +407,20 @@ impl Terminal {
     }
 }
 
-/// Each generated token's top prompt tokens by `ranking`.
+/// How a map's ranking scores its tokens.
+const LAYER_MEAN: &str = "mean over layers";
+
+/// Each generated token's top prompt tokens by `ranking`, whose scores are `how` (said in
+/// the title).
 fn write_ranking(
     report: &CausalReport,
     ranking: &Ranking,
+    how: &str,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     writeln!(
         out,
-        "Top prompt tokens for each generated token ({}, mean over layers{})",
+        "Top prompt tokens for each generated token ({}, {how}{})",
         ranking.method.replace('_', " "),
         if ranking.skip_common {
             ", common words skipped"

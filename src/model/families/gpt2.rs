@@ -212,6 +212,21 @@ impl CausalLm for Gpt2 {
         self.forward(ids, cache, keep)
     }
 
+    fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
+        Ok(self.wte.forward(ids)?)
+    }
+
+    fn next_logits(&self, words: &Tensor) -> Result<Tensor> {
+        let n = words.dim(1)?;
+        let positions = Tensor::arange(0, n as u32, words.device())?.unsqueeze(0)?;
+        let mut x = words.broadcast_add(&self.wpe.forward(&positions)?)?;
+        for block in &self.blocks {
+            x = block.forward(&x, &mut None, 0, Keep::default(), None)?.0;
+        }
+        let last = self.ln_f.forward(&x.i((.., n - 1, ..))?)?;
+        Ok(matmul(&last, &self.lm_head.t()?)?)
+    }
+
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
         let block = &self.blocks[layer];
         Ok(block

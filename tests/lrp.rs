@@ -1,0 +1,198 @@
+//! `--lrp` against the authors' code: AttnLRP and CP-LRP relevances equal LXT 2.1's efficient
+//! mode (scripts/reference/lrp_reference.py, in float64) within 1e-4 of the largest |R|, on
+//! every tiny checkpoint of a family LXT covers.
+
+mod common;
+
+use common::{bin, repo};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct LrpFixture {
+    name: String,
+    model: String,
+    kind: String,
+    text: String,
+    ids: Vec<u32>,
+    tokens: Vec<String>,
+    target: usize,
+    class_id: u32,
+    logit: f64,
+    attnlrp: Vec<f64>,
+    cp_lrp: Vec<f64>,
+}
+
+/// The bound: relative to the largest |R| of the reference.
+const TOLERANCE: f64 = 1e-4;
+
+fn fixtures() -> Vec<LrpFixture> {
+    let dir = repo().join("tests/fixtures/lrp");
+    let mut out: Vec<LrpFixture> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap()
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn assert_relevance_close(name: &str, what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{name}: {what}");
+    let largest = want.iter().fold(0.0f64, |m, r| m.max(r.abs()));
+    for (j, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= TOLERANCE * largest,
+            "{name}: {what}[{j}] = {g}, LXT {w} (largest |R| {largest})"
+        );
+    }
+}
+
+/// Masked LMs and classifiers (BERT's, and the decoders read as classifiers).
+#[test]
+fn encoder_and_classifier_relevance_equals_lxt() {
+    let mut checked = Vec::new();
+    for fixture in fixtures().iter().filter(|f| f.kind != "causal_lm") {
+        let name = &fixture.name;
+        let mut cmd = bin();
+        cmd.current_dir(repo())
+            .args(["--json", "--lrp", "--model"])
+            .arg(repo().join("models").join(&fixture.model));
+        match fixture.kind.as_str() {
+            "classifier" => cmd.args(["--label", &fixture.class_id.to_string()]),
+            _ if !fixture.text.contains("[MASK]") => {
+                cmd.args(["--target", &fixture.target.to_string()])
+            }
+            _ => &mut cmd,
+        };
+        let output = cmd.arg(&fixture.text).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{name}: {stderr}");
+        let report: bert_explain::Report = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report.tokens, fixture.tokens, "{name}: tokens");
+        let importance = report.importance.unwrap();
+        assert_eq!(
+            importance.id, fixture.class_id,
+            "{name}: the explained class"
+        );
+        // --lrp alone: LRP's two scores and nothing else.
+        let names: Vec<&str> = importance.scores().iter().map(|(s, _)| *s).collect();
+        assert_eq!(names, ["attnlrp", "cp_lrp"], "{name}");
+        assert!(report.evaluation.unwrap().eraser.is_none(), "{name}");
+        assert_relevance_close(
+            name,
+            "attnlrp",
+            importance.score("attnlrp").unwrap(),
+            &fixture.attnlrp,
+        );
+        assert_relevance_close(
+            name,
+            "cp_lrp",
+            importance.score("cp_lrp").unwrap(),
+            &fixture.cp_lrp,
+        );
+        let check = importance.lrp_check.unwrap();
+        assert!(
+            (check.logit - fixture.logit).abs() <= TOLERANCE * fixture.logit.abs().max(1.0),
+            "{name}: logit {} vs LXT {}",
+            check.logit,
+            fixture.logit
+        );
+        for (score, want) in [("attnlrp", &fixture.attnlrp), ("cp_lrp", &fixture.cp_lrp)] {
+            let sum: f64 = want.iter().sum();
+            let largest = want.iter().fold(0.0f64, |m, r| m.max(r.abs()));
+            let got = check.sum[score];
+            assert!(
+                (got - sum).abs() <= TOLERANCE * largest * want.len() as f64,
+                "{name}: Σ {score} {got} vs {sum}"
+            );
+        }
+        checked.push(fixture.model.clone());
+    }
+    checked.dedup();
+    // BERT's masked LMs and classifier, and the decoders LXT covers read as classifiers.
+    for model in [
+        "tiny-bert-legacy",
+        "tiny-bert-modern",
+        "tiny-bert-cls",
+        "tiny-llama-cls",
+        "tiny-qwen2-cls",
+        "tiny-qwen3-cls",
+        "tiny-gemma3-cls",
+    ] {
+        assert!(
+            checked.iter().any(|m| m == model),
+            "no fixture for {model}: {checked:?}"
+        );
+    }
+}
+
+/// Causal language models: the first generated token's relevance over the prompt, which
+/// the report lists as `importance[0]`.
+#[test]
+fn next_token_relevance_equals_lxt() {
+    let mut checked = Vec::new();
+    for fixture in fixtures().iter().filter(|f| f.kind == "causal_lm") {
+        let name = &fixture.name;
+        let output = bin()
+            .current_dir(repo())
+            .args(["--json", "--lrp", "--generate", "2", "--model"])
+            .arg(repo().join("models").join(&fixture.model))
+            .arg(&fixture.text)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{name}: {stderr}");
+        let report: bert_explain::report::causal::CausalReport =
+            serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report.prompt_ids, fixture.ids, "{name}: ids");
+        assert_eq!(
+            report.generated_ids[0], fixture.class_id,
+            "{name}: greedy token"
+        );
+        let importance = report.importance.unwrap();
+        assert_eq!(importance.len(), report.generated_ids.len(), "{name}");
+        let first = &importance[0];
+        assert_eq!(first.id, fixture.class_id, "{name}");
+        assert_relevance_close(
+            name,
+            "attnlrp",
+            first.score("attnlrp").unwrap(),
+            &fixture.attnlrp,
+        );
+        assert_relevance_close(
+            name,
+            "cp_lrp",
+            first.score("cp_lrp").unwrap(),
+            &fixture.cp_lrp,
+        );
+        let logit = first.lrp_check.as_ref().unwrap().logit;
+        assert!(
+            (logit - fixture.logit).abs() <= TOLERANCE * fixture.logit.abs().max(1.0),
+            "{name}: logit {logit} vs {}",
+            fixture.logit
+        );
+        // The second token's scores cover the prompt and the first generated token.
+        if let Some(second) = importance.get(1) {
+            assert_eq!(
+                second.score("attnlrp").unwrap().len(),
+                fixture.ids.len() + 1,
+                "{name}"
+            );
+        }
+        checked.push(fixture.model.clone());
+    }
+    checked.dedup();
+    for model in [
+        "tiny-gpt2",
+        "tiny-llama",
+        "tiny-qwen2",
+        "tiny-qwen3",
+        "tiny-gemma3",
+    ] {
+        assert!(
+            checked.iter().any(|m| m == model),
+            "no fixture for {model}: {checked:?}"
+        );
+    }
+}
