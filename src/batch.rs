@@ -222,7 +222,12 @@ pub fn run_batch(
                             outcome.summary.add(evaluation);
                         }
                     }
-                    Record::Causal(_) => {}
+                    // Each generated token's correlations, over its prompt.
+                    Record::Causal(report) => {
+                        for evaluation in report.evaluation.iter().flatten() {
+                            outcome.summary.add(evaluation);
+                        }
+                    }
                     Record::Error { .. } => outcome.failed += 1,
                 }
                 let json = record.to_json().map_err(std::io::Error::from)?;
@@ -246,7 +251,7 @@ type StartedLine<'a> = std::result::Result<Started<'a>, String>;
 /// options and forward pass), a causal model's prompt and options (the worker generates).
 enum Started<'a> {
     Forwarded(&'a Explainer, Box<(ExplainOptions, Forwarded)>),
-    Prompt(&'a CausalExplainer, String, CausalOptions),
+    Prompt(&'a CausalExplainer, String, Box<CausalOptions>),
 }
 
 /// Reads a line's fields over the batch's options and, for an encoder, runs the forward
@@ -275,7 +280,7 @@ fn start_line<'a>(batch: Batch<'a>, line: &Line) -> StartedLine<'a> {
                 };
                 options.decoding = Decoding::Sample { seed, temperature };
             }
-            Ok(Started::Prompt(explainer, example.text, options))
+            Ok(Started::Prompt(explainer, example.text, Box::new(options)))
         }
     }
 }

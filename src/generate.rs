@@ -48,6 +48,13 @@ pub fn generate(
     let mut steps: Vec<Vec<Tensor>> = Vec::new();
     let mut ids = Vec::with_capacity(count);
     loop {
+        // Where the model runs every position again (Phi-3 past its original context), the
+        // attention of every position comes from that run.
+        if model.recomputes(cache.len(), feed.len()) {
+            cache = KvCache::default();
+            feed = [prompt, &ids].concat();
+            steps.clear();
+        }
         let input = Tensor::new(feed.as_slice(), device)?.unsqueeze(0)?;
         let step = model.step(&input, &mut cache, Keep::default())?;
         steps.push(step.attentions());

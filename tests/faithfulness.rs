@@ -255,3 +255,70 @@ fn the_batch_pipeline_keeps_the_order_and_the_numbers() {
         assert_eq!(*line, alone, "line {}", i + 1);
     }
 }
+
+/// `--evaluate` on a causal model: each generated token's gradient scores, blank-out and
+/// integrated gradients over the tokens fed at its step equal torch's and captum's
+/// (scripts/reference/causal_importance.py, float64) on every tiny decoder.
+#[test]
+fn generated_tokens_importance_matches_captum() {
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        name: String,
+        model: String,
+        prompt: String,
+        prompt_ids: Vec<u32>,
+        generated_ids: Vec<u32>,
+        importance: Vec<bert_explain::faithfulness::Importance>,
+    }
+    let dir = repo().join("tests/fixtures/causal/importance");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let fixture: Fixture =
+            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+        let name = &fixture.name;
+        let generate = fixture.generated_ids.len().to_string();
+        let output = bin()
+            .current_dir(repo())
+            .args(["--json", "--evaluate", "--generate", &generate, "--model"])
+            .arg(repo().join("models").join(&fixture.model))
+            .arg(&fixture.prompt)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{name}: {stderr}");
+        let report: bert_explain::report::causal::CausalReport =
+            serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report.prompt_ids, fixture.prompt_ids, "{name}");
+        assert_eq!(report.generated_ids, fixture.generated_ids, "{name}");
+        let got = report.importance.unwrap();
+        assert_eq!(got.len(), fixture.importance.len(), "{name}");
+        for (k, (got, want)) in got.iter().zip(&fixture.importance).enumerate() {
+            assert_eq!(
+                (got.id, &got.blank_token),
+                (want.id, &want.blank_token),
+                "{name}"
+            );
+            for (score, want) in want.scores() {
+                let got = got.score(score).unwrap();
+                assert_eq!(got.len(), want.len(), "{name} {k} {score}");
+                for (j, (g, w)) in got.iter().zip(want).enumerate() {
+                    assert!(
+                        (g - w).abs() <= TOLERANCE,
+                        "{name}: generated token {k}, {score}[{j}] = {g}, captum/torch {w}"
+                    );
+                }
+            }
+            let (check, want) = (
+                got.integrated_gradients_check,
+                want.integrated_gradients_check,
+            );
+            let (check, want) = (check.unwrap(), want.unwrap());
+            assert!(
+                (check.sum - want.sum).abs() <= TOLERANCE,
+                "{name} {k}: {check:?} vs {want:?}"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 12, "{checked} fixtures: every tiny decoder");
+}

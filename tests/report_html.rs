@@ -60,6 +60,7 @@ fn page_of_a_generated_text_works_in_chromium() {
             "--flow",
             "--mixing",
             "norm",
+            "--lrp",
             "The author talked to",
         ],
     );
@@ -76,6 +77,7 @@ fn page_with_a_prediction_works_in_chromium() {
         &[
             "--model",
             model.to_str().unwrap(),
+            "--evaluate",
             "The author talked to Sara about [MASK] book",
         ],
     );

@@ -589,6 +589,7 @@ fn the_explorer_in_a_browser_shows_the_command_lines_numbers() {
         "both": cli(&modern, &["--mixing", "norm", SENTENCE]),
         "clicked": cli(&modern, &["--target", &click.to_string(), SENTENCE]),
         "figure": std::fs::read_to_string(&figure).unwrap(),
+        "lrp": cli(&modern, &["--lrp", SENTENCE]),
     });
     let expected_path = dir.join("expected.json");
     std::fs::write(&expected_path, expected.to_string()).unwrap();

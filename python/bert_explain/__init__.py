@@ -351,7 +351,8 @@ class Explainer:
         flow at any length (an encoder leaves it out past 1,024 tokens unless asked; a causal
         model computes it only when asked); ``no_flow=True`` leaves an encoder's out at any
         length. ``lrp=True`` scores each token by AttnLRP and CP-LRP alone (``evaluate=True``
-        includes them); for a causal model, each generated token's logit.
+        includes them). ``evaluate``, ``lrp``, ``blank`` and ``ig_steps`` apply to a causal
+        model too: each generated token is scored over the tokens fed at its step.
         """
         options = _given(
             target=target,

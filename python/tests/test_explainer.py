@@ -33,6 +33,10 @@ MASKED_CASES = [
         ["--no-flow", "--mixing", "norm", "--all-positions", "--evaluate"],
         {"no_flow": True, "mixing": "norm", "all_positions": True, "evaluate": True},
     ),
+    (
+        ["--lrp", "--importance-word", "her", "--correlate-without-specials"],
+        {"lrp": True, "importance_word": "her", "correlate_without_specials": True},
+    ),
     (["--flow"], {"flow": True}),
 ]
 
@@ -106,7 +110,7 @@ def test_explain_batch_is_explain_on_each(modern, tmp_path):
 def test_keywords_the_parser_would_refuse(modern):
     """Where clap refuses an option (exit status 2), the keyword is a UsageError."""
     for keywords, message in [
-        ({"importance_word": "his"}, "pass evaluate=True with it"),
+        ({"importance_word": "his"}, "pass evaluate=True or lrp=True with it"),
         ({"blank": "mask"}, "pass evaluate=True with it"),
         ({"ig_steps": 8}, "pass evaluate=True with it"),
         ({"evaluate": True, "ig_steps": 0}, "ig_steps must be a whole number from 1 to 1000"),

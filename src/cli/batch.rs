@@ -88,8 +88,13 @@ fn summary(batch: Batch, outcome: &BatchOutcome, seconds: f64) -> String {
                 outcome.workers,
             )
         }
-        Batch::Causal(..) => format!(
-            "{lines} prompts ({failed} failed) in {seconds:.2} s: {rate:.1} prompts/s (generating and explaining {:.2} s on {}, over {} threads)\n",
+        Batch::Causal(_, options) => format!(
+            "{}{lines} prompts ({failed} failed) in {seconds:.2} s: {rate:.1} prompts/s (generating and explaining {:.2} s on {}, over {} threads)\n",
+            match options.evaluate {
+                // Each example a generated token.
+                Some(_) => format!("Every generated token of every prompt:\n{}", outcome.summary),
+                None => String::new(),
+            },
             outcome.finish_seconds,
             batch.device_name(),
             outcome.workers,

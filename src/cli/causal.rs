@@ -78,10 +78,7 @@ impl CausalArgs {
             skip_common: self.skip_common,
             mixings: shared.mixing.clone().unwrap_or_default(),
             progress: None,
-            lrp: shared
-                .evaluate
-                .as_ref()
-                .is_some_and(|e| e.only == Some("lrp")),
+            evaluate: shared.evaluate.clone(),
         }
     }
 }

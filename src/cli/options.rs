@@ -49,7 +49,10 @@ pub const ENCODER_OPTIONS: &[&str] = &[
 
 /// The options of one causal prompt besides its outputs.
 pub const CAUSAL_OPTIONS: &[&str] = &[
+    "evaluate",
     "lrp",
+    "blank",
+    "ig_steps",
     "generate",
     "sample",
     "seed",
@@ -71,10 +74,11 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("target", &[Masked, Attention, Batch]),
     ("candidates", &[Masked, Batch]),
     ("top_k", &[Masked, Batch]),
-    ("evaluate", &[Masked, Batch]),
+    ("evaluate", &[Masked, Batch, Causal, CausalBatch]),
     ("lrp", &[Masked, Batch, Causal, CausalBatch]),
     ("importance_word", &[Masked, Batch]),
-    ("blank", &[Masked, Batch]),
+    ("blank", &[Masked, Batch, Causal, CausalBatch]),
+    ("correlate_without_specials", &[Masked, Batch]),
     ("label", &[Masked, Batch]),
     ("pair", &[Masked, Batch]),
     ("pretokenized", &[Masked, Batch]),

@@ -8,7 +8,7 @@ use super::ExplainOptions;
 use crate::attention::AttentionStack;
 use crate::device::device_name;
 use crate::error::{Error, Result};
-use crate::faithfulness::eraser::{aopc, Erasable, Eraser};
+use crate::faithfulness::eraser::{eraser_of, Erasable, Eraser};
 use crate::methods::{Methods, Mixing};
 use crate::relevance::{AttentionGraph, Progress, Relevance};
 use crate::report::{Prediction, Report, Target};
@@ -32,21 +32,7 @@ pub(super) fn eraser_of_every_map(
             named.push((name.clone(), last(&maps.rollout), last_of(&maps.flow)));
         }
     }
-    let maps: Vec<&[f64]> = named
-        .iter()
-        .flat_map(|(_, rollout, flow)| std::iter::once(rollout.as_slice()).chain(flow.as_deref()))
-        .collect();
-    // One score per map, in the maps' order: each name's rollout, then its flow if any.
-    let scores = aopc(input, &maps)?;
-    let mut next = scores.iter().copied();
-    let mut eraser = BTreeMap::new();
-    for (name, _, flow) in named {
-        if let Some(rollout) = next.next() {
-            let flow = flow.and_then(|_| next.next());
-            eraser.insert(name, Eraser { rollout, flow });
-        }
-    }
-    Ok(eraser)
+    eraser_of(input, named)
 }
 
 /// Explains an attention stack saved by another framework: the same maps, no prediction.

@@ -21,16 +21,22 @@ use crate::attention::{HeadFusion, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
 use crate::device::{bind_to_thread, device_name};
 use crate::error::{Error, Result};
-use crate::faithfulness::{importance, Importance, ImportanceQuery, NextToken};
+use crate::faithfulness::correlations::Evaluation;
+use crate::faithfulness::eraser::{eraser_of, Erasable};
+use crate::faithfulness::{importance, Blank, Importance, ImportanceQuery, NextToken};
 use crate::generate::{generate, Decoding, Generation};
 use crate::methods::causal::{causal_mixings, Generated};
+use crate::methods::CausalMixings;
 use crate::methods::Mixing;
 use crate::model::causal::CausalLm;
 use crate::model::families::load_causal;
+use crate::relevance::causal::{by_layer, CausalRelevance};
 use crate::relevance::causal::{causal_relevance_with, CausalMethod, CausalMethods};
 use crate::relevance::Progress;
 use crate::report::causal::{rank, CausalReport, GenerationInfo};
 use crate::tokens::causal::CausalTokenizer;
+
+use super::EvaluateOptions;
 
 /// What to generate and explain, beyond the prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,8 +53,10 @@ pub struct CausalOptions {
     pub mixings: Vec<Mixing>,
     /// Told how far each flow has got (`--flow` on a long text can take minutes).
     pub progress: Option<Progress>,
-    /// Also score each generated token's logit by AttnLRP and CP-LRP (`--lrp`).
-    pub lrp: bool,
+    /// Also score each token's importance for each generated token (`--evaluate`, or
+    /// `--lrp` alone), and with `--evaluate` correlate the maps with the scores and measure
+    /// their ERASER faithfulness.
+    pub evaluate: Option<EvaluateOptions>,
 }
 
 impl Default for CausalOptions {
@@ -61,7 +69,7 @@ impl Default for CausalOptions {
             skip_common: false,
             mixings: Vec::new(),
             progress: None,
-            lrp: false,
+            evaluate: None,
         }
     }
 }
@@ -155,9 +163,22 @@ impl CausalExplainer {
                 )?)
             }
         };
-        let importance = match options.lrp {
-            true => Some(self.lrp(&prompt_ids, &generation.ids)?),
-            false => None,
+        let importance = match &options.evaluate {
+            Some(evaluate) => Some(self.importance(&prompt_ids, &generation.ids, evaluate)?),
+            None => None,
+        };
+        let evaluation = match &importance {
+            Some(importance) => {
+                let scored = Scored {
+                    prompt: &prompt_ids,
+                    generated: &generation.ids,
+                    importance,
+                    relevance: &relevance,
+                    methods: methods.as_ref(),
+                };
+                Some(self.evaluation(&scored, options.evaluate.as_ref())?)
+            }
+            None => None,
         };
         let prompt_tokens = self.tokenizer.token_texts(&prompt_ids)?;
         let method = match options.methods.correction {
@@ -208,29 +229,100 @@ impl CausalExplainer {
             methods,
             ranking,
             importance,
+            evaluation,
         })
     }
 
-    /// Each generated token's AttnLRP and CP-LRP relevance for its logit, over the tokens fed
-    /// at its step: the prompt and the tokens generated before it.
-    fn lrp(&self, prompt: &[u32], generated: &[u32]) -> Result<Vec<Importance>> {
+    /// Each generated token's importance scores (those `evaluate` asks for) for its
+    /// probability, or its logit for LRP, over the tokens fed at its step: the prompt and the
+    /// tokens generated before it.
+    fn importance(
+        &self,
+        prompt: &[u32],
+        generated: &[u32],
+        evaluate: &EvaluateOptions,
+    ) -> Result<Vec<Importance>> {
         let model = NextToken {
             model: self.model.as_ref(),
             device: &self.device,
         };
+        let (blank_token, blank_id) = self.blank(evaluate.blank)?;
         let mut fed = prompt.to_vec();
         let mut out = Vec::with_capacity(generated.len());
         for &id in generated {
             let query = ImportanceQuery {
                 word: self.tokenizer.decode(&[id])?,
                 id,
-                blank_token: String::new(),
-                blank_id: 0,
-                steps: 0,
-                only: Some("lrp"),
+                blank_token: blank_token.clone(),
+                blank_id,
+                steps: evaluate.ig_steps,
+                only: evaluate.only,
             };
             let types = vec![0; fed.len()];
             out.push(importance(&model, &fed, &types, fed.len() - 1, &query)?);
+            fed.push(id);
+        }
+        Ok(out)
+    }
+
+    /// The blank that blank-out, integrated gradients and ERASER put in: `--blank unk` is the
+    /// vocabulary's unknown token, or where it has none (a byte-level BPE such as GPT-2's)
+    /// the end-of-text token; `--blank mask` the mask token. A causal model reads no
+    /// `pad_token_id`.
+    fn blank(&self, blank: Blank) -> Result<(String, u32)> {
+        let eos = self.model.eos().first().copied();
+        let found = match blank {
+            Blank::Unk => (blank.tokens().iter())
+                .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
+                .or(eos.map(|id| (self.tokenizer.decode(&[id]).unwrap_or_default(), id))),
+            Blank::Mask => (blank.tokens().iter())
+                .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?))),
+            Blank::Pad => return Err(Error::NoPadToken),
+        };
+        found.ok_or(Error::NoBlankToken(blank.tokens()[0]))
+    }
+
+    /// Each generated token's correlations of its maps with its scores over the prompt, and
+    /// (with `--evaluate`) the ERASER scores of its last-layer rollout and flow, blanking
+    /// prompt tokens only.
+    fn evaluation(
+        &self,
+        scored: &Scored,
+        evaluate: Option<&EvaluateOptions>,
+    ) -> Result<Vec<Evaluation>> {
+        let model = NextToken {
+            model: self.model.as_ref(),
+            device: &self.device,
+        };
+        let m = scored.prompt.len();
+        let mut fed = scored.prompt.to_vec();
+        let mut out = Vec::with_capacity(scored.generated.len());
+        for (k, (&id, importance)) in scored.generated.iter().zip(scored.importance).enumerate() {
+            let (relevance, methods) = (scored.relevance, scored.methods);
+            let mut evaluation = Evaluation::compute_causal(relevance, methods, k, importance);
+            if evaluate.is_some_and(|e| e.only.is_none()) {
+                let query = ImportanceQuery {
+                    word: importance.word.clone(),
+                    id,
+                    blank_token: importance.blank_token.clone(),
+                    blank_id: self.blank(evaluate.map_or(Blank::Unk, |e| e.blank))?.1,
+                    steps: 0,
+                    only: None,
+                };
+                let n = fed.len();
+                let fixed: Vec<bool> = (0..n).map(|j| j >= m).collect();
+                let erasable = Erasable {
+                    model: &model,
+                    ids: &fed,
+                    types: &vec![0; n],
+                    target: n - 1,
+                    fixed: &fixed,
+                    query: &query,
+                    probability: importance.probability,
+                };
+                evaluation.eraser = Some(eraser_of(&erasable, last_layer_maps(scored, k, n))?);
+            }
+            out.push(evaluation);
             fed.push(id);
         }
         Ok(out)
@@ -306,4 +398,45 @@ impl CausalExplainer {
         }
         Ok(prompt_ids)
     }
+}
+
+/// What a generated text's evaluation reads.
+struct Scored<'a> {
+    prompt: &'a [u32],
+    generated: &'a [u32],
+    /// Each generated token's scores.
+    importance: &'a [Importance],
+    relevance: &'a CausalRelevance,
+    methods: Option<&'a CausalMixings>,
+}
+
+/// ERASER's maps for generated token `k`: attention's and each method's last-layer rollout
+/// and flow over the prompt, as n values (0 at the generated positions, which are never
+/// blanked).
+fn last_layer_maps(
+    scored: &Scored,
+    k: usize,
+    n: usize,
+) -> Vec<(String, Vec<f64>, Option<Vec<f64>>)> {
+    let last = |maps: &Vec<Vec<Vec<f64>>>| {
+        let mut row = by_layer(&maps[k]).pop().unwrap_or_default();
+        row.resize(n, 0.0);
+        row
+    };
+    let relevance = scored.relevance;
+    let attention = (
+        Mixing::ATTENTION.name().to_string(),
+        last(&relevance.rollout),
+        relevance.flow.as_ref().map(last),
+    );
+    let methods = scored.methods.into_iter().flatten();
+    std::iter::once(attention)
+        .chain(methods.map(|(name, maps)| {
+            (
+                name.clone(),
+                last(&maps.rollout),
+                maps.flow.as_ref().map(last),
+            )
+        }))
+        .collect()
 }

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::eraser::Eraser;
 use super::{Importance, Score};
-use crate::methods::{Methods, Mixing};
+use crate::methods::{CausalMixings, Methods, Mixing};
+use crate::relevance::causal::{by_layer, CausalRelevance};
 use crate::relevance::Relevance;
 
 /// Correlations of one importance score with each method, one value per layer (index 0 is
@@ -16,6 +17,9 @@ use crate::relevance::Relevance;
 pub struct Correlations {
     pub raw: Vec<Option<f64>>,
     pub rollout: Vec<Option<f64>>,
+    /// A generated token's corrected rollout, where the causal report has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_corrected: Option<Vec<Option<f64>>>,
     /// Absent where the flow map is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<Vec<Option<f64>>>,
@@ -32,10 +36,13 @@ pub struct MapCorrelations {
 }
 
 impl Correlations {
-    /// Each map's correlations, named: raw, rollout, and flow where it was computed.
+    /// Each map's correlations, named: raw, rollout, and the corrected rollout and flow
+    /// where they were computed.
     fn named(&self) -> impl Iterator<Item = (&'static str, &Vec<Option<f64>>)> {
+        let corrected = self.rollout_corrected.as_ref();
         [("raw", &self.raw), ("rollout", &self.rollout)]
             .into_iter()
+            .chain(corrected.map(|rollout| ("rollout_corrected", rollout)))
             .chain(self.flow.as_ref().map(|flow| ("flow", flow)))
     }
 }
@@ -91,6 +98,16 @@ fn rows(maps: &[Vec<f64>], score: &[f64], keep: Option<&[bool]>) -> Vec<Option<f
         .collect()
 }
 
+/// One method's maps as the correlations read them, each `[L][n]`: attention's raw, rollout,
+/// corrected rollout and flow, or another method's layer, rollout and flow.
+struct LayerMaps<'a> {
+    /// Attention's raw, or a method's layer.
+    first: &'a [Vec<f64>],
+    rollout: &'a [Vec<f64>],
+    rollout_corrected: Option<&'a [Vec<f64>]>,
+    flow: Option<&'a [Vec<f64>]>,
+}
+
 impl Evaluation {
     /// Correlates every layer of every map (attention's, and each method's) with every
     /// score, over all n input tokens, or with `specials` over those it marks false.
@@ -100,32 +117,112 @@ impl Evaluation {
         importance: &Importance,
         specials: Option<&[bool]>,
     ) -> Self {
+        let attention = LayerMaps {
+            first: &relevance.raw,
+            rollout: &relevance.rollout,
+            rollout_corrected: None,
+            flow: relevance.flow.as_deref(),
+        };
+        let methods: Option<Vec<(&String, LayerMaps)>> = methods.map(|methods| {
+            (methods.iter())
+                .filter(|(name, _)| name.as_str() != Mixing::ATTENTION.name())
+                .map(|(name, maps)| {
+                    let maps = LayerMaps {
+                        first: &maps.layer,
+                        rollout: &maps.rollout,
+                        rollout_corrected: None,
+                        flow: maps.flow.as_deref(),
+                    };
+                    (name, maps)
+                })
+                .collect()
+        });
+        Self::of(&attention, methods.as_deref(), importance, specials)
+    }
+
+    /// The same for generated token `k` of a causal report: each map's `[L][m]` over the m
+    /// prompt tokens, with those tokens' scores (`importance` covers every token fed at the
+    /// step: the prompt, then the tokens generated before k).
+    pub fn compute_causal(
+        relevance: &CausalRelevance,
+        methods: Option<&CausalMixings>,
+        k: usize,
+        importance: &Importance,
+    ) -> Self {
+        let layers = |maps: &Vec<Vec<Vec<f64>>>| by_layer(&maps[k]);
+        let (raw, rollout) = (layers(&relevance.raw), layers(&relevance.rollout));
+        let corrected = relevance.rollout_corrected.as_ref().map(layers);
+        let flow = relevance.flow.as_ref().map(layers);
+        let attention = LayerMaps {
+            first: &raw,
+            rollout: &rollout,
+            rollout_corrected: corrected.as_deref(),
+            flow: flow.as_deref(),
+        };
+        // Each method's layer, rollout and flow at k, then read as the correlations read them.
+        type Owned<'n> = (
+            &'n String,
+            Vec<Vec<f64>>,
+            Vec<Vec<f64>>,
+            Option<Vec<Vec<f64>>>,
+        );
+        let owned: Option<Vec<Owned>> = methods.map(|methods| {
+            (methods.iter())
+                .map(|(name, maps)| {
+                    let flow = maps.flow.as_ref().map(layers);
+                    (name, layers(&maps.layer), layers(&maps.rollout), flow)
+                })
+                .collect()
+        });
+        let methods: Option<Vec<(&String, LayerMaps)>> = owned.as_ref().map(|owned| {
+            (owned.iter())
+                .map(|(name, layer, rollout, flow)| {
+                    let maps = LayerMaps {
+                        first: layer,
+                        rollout,
+                        rollout_corrected: None,
+                        flow: flow.as_deref(),
+                    };
+                    (*name, maps)
+                })
+                .collect()
+        });
+        let mut prompt = importance.clone();
+        prompt.pick(&(0..raw.first().map_or(0, Vec::len)).collect::<Vec<_>>());
+        Self::of(&attention, methods.as_deref(), &prompt, None)
+    }
+
+    fn of(
+        attention: &LayerMaps,
+        methods: Option<&[(&String, LayerMaps)]>,
+        importance: &Importance,
+        specials: Option<&[bool]>,
+    ) -> Self {
         let keep: Option<Vec<bool>> = specials.map(|s| s.iter().map(|special| !special).collect());
         let keep = keep.as_deref();
         let scores = importance.scores();
         let methods = methods.map(|methods| {
-            methods
-                .iter()
-                .filter(|(name, _)| name.as_str() != Mixing::ATTENTION.name())
+            (methods.iter())
                 .map(|(name, maps)| {
                     let evaluation = (scores.iter())
                         .map(|(score, values)| {
                             let correlations = MapCorrelations {
-                                layer: rows(&maps.layer, values, keep),
-                                rollout: rows(&maps.rollout, values, keep),
-                                flow: maps.flow.as_ref().map(|flow| rows(flow, values, keep)),
+                                layer: rows(maps.first, values, keep),
+                                rollout: rows(maps.rollout, values, keep),
+                                flow: maps.flow.map(|flow| rows(flow, values, keep)),
                             };
                             (score.to_string(), correlations)
                         })
                         .collect();
-                    (name.clone(), evaluation)
+                    (name.to_string(), evaluation)
                 })
                 .collect()
         });
         let correlate = |values: &[f64]| Correlations {
-            raw: rows(&relevance.raw, values, keep),
-            rollout: rows(&relevance.rollout, values, keep),
-            flow: (relevance.flow.as_ref()).map(|flow| rows(flow, values, keep)),
+            raw: rows(attention.first, values, keep),
+            rollout: rows(attention.rollout, values, keep),
+            rollout_corrected: (attention.rollout_corrected).map(|maps| rows(maps, values, keep)),
+            flow: attention.flow.map(|flow| rows(flow, values, keep)),
         };
         Self {
             scores: (scores.iter())
@@ -351,8 +448,13 @@ impl std::fmt::Display for Summary {
             writeln!(f)?;
             for (name, stats) in eraser {
                 write!(f, "  {name:<16}")?;
-                for (mean, std, _) in stats {
-                    write!(f, " {:>15}", format!("{mean:+.3} ± {std:.3}"))?;
+                for (mean, std, count) in stats {
+                    let cell = match count {
+                        // No flow in these reports (--no-flow, or a causal model without --flow).
+                        0 => "n/a".to_string(),
+                        _ => format!("{mean:+.3} ± {std:.3}"),
+                    };
+                    write!(f, " {cell:>15}")?;
                 }
                 writeln!(f)?;
             }
@@ -405,6 +507,7 @@ mod tests {
         let correlations = |v: f64| Correlations {
             raw: vec![Some(v), None],
             rollout: vec![Some(v), Some(v)],
+            rollout_corrected: None,
             flow: Some(vec![Some(v), Some(1.0)]),
         };
         let evaluation = |v| Evaluation {

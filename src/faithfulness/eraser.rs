@@ -5,6 +5,8 @@
 //! p(y|x) − p(y|x with all but the top k blanked); AOPC is the mean over the k. High
 //! comprehensiveness and low sufficiency say the map found what the prediction rests on.
 
+use std::collections::BTreeMap;
+
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
@@ -91,6 +93,29 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
         });
     }
     Ok(result)
+}
+
+/// ERASER of each named method's last-layer rollout and flow (`(name, rollout, flow)`, each
+/// map n values), with every blanked text of every map run as one batch.
+pub fn eraser_of(
+    input: &Erasable,
+    named: Vec<(String, Vec<f64>, Option<Vec<f64>>)>,
+) -> Result<BTreeMap<String, Eraser>> {
+    let maps: Vec<&[f64]> = named
+        .iter()
+        .flat_map(|(_, rollout, flow)| std::iter::once(rollout.as_slice()).chain(flow.as_deref()))
+        .collect();
+    // One score per map, in the maps' order: each name's rollout, then its flow if any.
+    let scores = aopc(input, &maps)?;
+    let mut next = scores.iter().copied();
+    let mut eraser = BTreeMap::new();
+    for (name, _, flow) in named {
+        if let Some(rollout) = next.next() {
+            let flow = flow.and_then(|_| next.next());
+            eraser.insert(name, Eraser { rollout, flow });
+        }
+    }
+    Ok(eraser)
 }
 
 /// `removable` ordered by relevance rounded to 10 decimals, highest first; ties by

@@ -92,8 +92,6 @@ impl Attribution for Gradients {
             .ok_or_else(missing)?
             .squeeze(0)?;
         let (at_block, block) = (at_block.squeeze(0)?, block.detach().squeeze(0)?);
-        let embedding_sum = host(&at_block.sum(D::Minus1)?)?;
-        let embedding_x_input = host(&(&at_block * &block)?.sum(D::Minus1)?)?;
         let embeddings = words.as_tensor().squeeze(0)?;
         let gradient_norm = grad.sqr()?.sum(D::Minus1)?.sqrt()?;
         // Where the model answers e and αe alike, the sum is the derivative along e: zero, and
@@ -107,6 +105,15 @@ impl Attribution for Gradients {
         let gradient_sum = match model.shift_free_words() {
             true => vec![0.0; n],
             false => host(&grad.sum(D::Minus1)?)?,
+        };
+        // Where the embedding block is the words themselves (a decoder's), its scores are the
+        // words', zeros included.
+        let (embedding_sum, embedding_x_input) = match model.block_is_words() {
+            true => (gradient_sum.clone(), gradient_x_input.clone()),
+            false => (
+                host(&at_block.sum(D::Minus1)?)?,
+                host(&(&at_block * &block)?.sum(D::Minus1)?)?,
+            ),
         };
         let absolute = |v: &[f64]| v.iter().map(|x| x.abs()).collect();
         Ok(Attributed {

@@ -48,6 +48,11 @@ pub trait Predictor: Sync {
 
     /// Whether the gradient's components at the word embeddings sum to zero by construction.
     fn shift_free_words(&self) -> bool;
+
+    /// Whether the embedding block's output is the word embeddings themselves.
+    fn block_is_words(&self) -> bool {
+        false
+    }
 }
 
 impl Predictor for Model {
@@ -110,7 +115,11 @@ impl Predictor for NextToken<'_> {
     }
 
     fn shift_free_words(&self) -> bool {
-        false
+        self.model.shift_free_words()
+    }
+
+    fn block_is_words(&self) -> bool {
+        true
     }
 }
 
@@ -129,7 +138,7 @@ pub trait Attribution: Sync {
 
 /// One score: its key in the report's `importance` (and `evaluation`), what a person reads
 /// it as in a table's header, and how tables show it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Score {
     pub name: &'static str,
     pub label: &'static str,

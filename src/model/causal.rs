@@ -90,6 +90,14 @@ pub trait CausalLm: Send + Sync {
     /// `ids`: `[1, q]` u32, the positions after those in `cache`, which this call extends.
     fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput>;
 
+    /// Whether a step from `seen` cached positions with `q` new ones must run every position
+    /// again instead: Phi-3's LongRoPE, once the text passes its original context, rotates
+    /// every position with its long factors, and transformers then drops the cache (its
+    /// `prepare_inputs_for_generation`), so the keys in it were rotated with the short ones.
+    fn recomputes(&self, _seen: usize, _q: usize) -> bool {
+        false
+    }
+
     /// `ids`: `[b, n]` u32 → their word embeddings `[b, n, width]` as the model's lookup
     /// returns them (× √hidden for Gemma), what gradients are taken with respect to.
     fn embed_words(&self, ids: &Tensor) -> Result<Tensor>;
@@ -98,6 +106,13 @@ pub trait CausalLm: Send + Sync {
     /// each sequence, `[b, vocab]`: every position at once, without a cache, so that
     /// gradients reach the words.
     fn next_logits(&self, words: &Tensor) -> Result<Tensor>;
+
+    /// Whether moving a word embedding along the all-ones direction leaves every logit as it
+    /// is (GPT-2's: every path from the words enters a LayerNorm, which takes the mean
+    /// out), so that the gradient's components sum to zero there by construction.
+    fn shift_free_words(&self) -> bool {
+        false
+    }
 
     /// Layer `layer` (0-based) alone on its input `x` (`[b, n, hidden]`, positions `0..n`,
     /// no cache), each position's value vectors multiplied by `value_mask` (`[b, n]`) → its

@@ -168,6 +168,10 @@ impl CausalLm for RotaryDecoder {
         &self.spec.eos
     }
 
+    fn recomputes(&self, seen: usize, q: usize) -> bool {
+        self.rotaries.iter().any(|r| r.switches(seen, q))
+    }
+
     fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput> {
         let (_, q) = ids.dims2()?;
         let seen = cache.len();

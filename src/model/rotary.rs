@@ -232,6 +232,13 @@ impl Rotary {
     /// The cosines and sines, each `[q, rotated]`, for positions `seen..seen + q`. LongRoPE
     /// takes its long factors once `seen + q` passes the original context, as transformers
     /// does at each step (so keys already cached keep the rotation they were made with).
+    /// Whether a step from `seen` cached positions with `q` new ones is the first past the
+    /// original context of LongRoPE, where the keys in the cache were rotated with the short
+    /// factors and every position now takes the long ones.
+    pub fn switches(&self, seen: usize, q: usize) -> bool {
+        matches!(self.long, Some((_, original)) if seen > 0 && seen <= original && seen + q > original)
+    }
+
     pub fn tables(&self, seen: usize, q: usize) -> Result<(Tensor, Tensor)> {
         let inv_freq = match &self.long {
             Some((long, original)) if seen + q > *original => long,

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::faithfulness::correlations::Evaluation;
 use crate::faithfulness::Importance;
 use crate::methods::CausalMixings;
 use crate::relevance::causal::{CausalMethod, CausalRelevance};
@@ -40,10 +41,14 @@ pub struct CausalReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub methods: Option<CausalMixings>,
     pub ranking: Ranking,
-    /// With `--lrp`: each generated token's importance scores for its logit, over the tokens
-    /// fed at its step (the prompt and the tokens generated before it; additive).
+    /// With `--evaluate` or `--lrp`: each generated token's importance scores, over the
+    /// tokens fed at its step (the prompt and the tokens generated before it; additive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub importance: Option<Vec<Importance>>,
+    /// With them: each generated token's correlations of its maps with its scores over the
+    /// prompt, and with `--evaluate` ERASER (additive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<Vec<Evaluation>>,
 }
 
 /// A generated text's report as shown: the generated token whose layer × prompt map the
@@ -220,6 +225,7 @@ mod tests {
             methods: None,
             ranking: rank(&relevance(), CausalMethod::Rollout, &[], 0, false),
             importance: None,
+            evaluation: None,
         }
     }
 

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::colour::RAMP;
 use super::escape::esc;
 use super::{Explained, Renderer};
+use crate::faithfulness::{scores, Score};
 
 const CSS: &str = include_str!("html/page.css");
 const SCRIPT: &str = include_str!("html/page.js");
@@ -27,6 +28,9 @@ struct PageData<'a, R: Serialize> {
     /// The generated token the page opens on (a causal report).
     #[serde(skip_serializing_if = "Option::is_none")]
     generated: Option<usize>,
+    /// The headline importance scores, in report order: which the page shows, under what
+    /// label, and whether signed.
+    scores: Vec<&'static Score>,
 }
 
 impl Renderer for Html {
@@ -38,6 +42,7 @@ impl Renderer for Html {
                     positions: &view.positions,
                     ramp: &RAMP,
                     generated: None,
+                    scores: headline(),
                 };
                 let r = &view.report;
                 let title = format!(
@@ -54,12 +59,17 @@ impl Renderer for Html {
                     positions: &[],
                     ramp: &RAMP,
                     generated: Some(generated.token),
+                    scores: headline(),
                 };
                 let title = format!("bert-explain: {}, {}", report.model, report.prompt);
                 write_page(out, &title, &data)
             }
         }
     }
+}
+
+fn headline() -> Vec<&'static Score> {
+    scores().filter(|s| s.headline).collect()
 }
 
 fn write_page<R: Serialize>(
@@ -107,6 +117,7 @@ fn write_page<R: Serialize>(
 <div id="heatmaps"></div>
 <p id="legend"></p>
 </section>
+<section id="importance" hidden></section>
 <noscript>This page draws the report with JavaScript; the data is in the script element below.</noscript>
 <script type="application/json" id="report-data">{json}</script>
 <script>

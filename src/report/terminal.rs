@@ -8,6 +8,7 @@ use super::colour::{is_dark, ramp, scale_max};
 use super::escape::terminal as terminal_text;
 use super::evaluation::write_evaluation;
 use super::{probability, Explained, Prediction, Renderer, Report, View, SHOWN_LABELS};
+use crate::faithfulness::correlations::Summary;
 use crate::faithfulness::scores;
 use crate::relevance::causal::{layer_mean, CausalMethod};
 
@@ -396,7 +397,19 @@ impl Terminal {
             writeln!(out)?;
             let tokens = &report.prompt_tokens;
             let ranked = rank_map(&map, score.label, tokens, keep, ranking.skip_common);
-            write_ranking(report, &ranked, "relevance for its logit", out)?;
+            write_ranking(report, &ranked, "importance score", out)?;
+        }
+        // The correlations of the maps with the scores, and ERASER, over the generated tokens.
+        if let Some(evaluations) = &report.evaluation {
+            let mut summary = Summary::default();
+            evaluations.iter().for_each(|e| summary.add(e));
+            writeln!(out)?;
+            writeln!(
+                out,
+                "Faithfulness over the {} generated tokens (each over the prompt)",
+                evaluations.len()
+            )?;
+            write!(out, "{summary}")?;
         }
         if self.all_layers {
             if let Some(method) = CausalMethod::from_name(&ranking.method) {

@@ -107,6 +107,11 @@ impl CausalTokenizer {
             .map_err(|e| Error::Encode(e.to_string()))
     }
 
+    /// The id of `token` in the vocabulary (special tokens included).
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
     /// The text of each token on its own.
     pub fn token_texts(&self, ids: &[u32]) -> Result<Vec<String>> {
         ids.iter().map(|&id| self.decode(&[id])).collect()

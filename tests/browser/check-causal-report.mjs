@@ -58,10 +58,26 @@ try {
   }
   check(mixings.length > 0, "the report has no --mixing method to switch to");
 
+  // With --lrp: generated token 0's relevance over the prompt, then token 1's over the prompt
+  // and token 0.
+  let importance = null;
+  if (report.importance) {
+    await page.click("#sentence .generated[data-generated='0']");
+    const cells = async () => page.$$eval("#importance tr[data-score=attnlrp] td.cell", (tds) => tds.map((td) => td.title));
+    const zero = await cells();
+    check(zero.length === m && zero[m - 1].endsWith(`: ${report.importance[0].attnlrp[m - 1].toFixed(4)}`),
+      `AttnLRP of generated token 0 shows ${JSON.stringify(zero)}`);
+    await page.click("#sentence .generated[data-generated='1']");
+    const one = await cells();
+    check(one.length === m + 1 && one[m].endsWith(`: ${report.importance[1].attnlrp[m].toFixed(4)}`),
+      `AttnLRP of generated token 1 shows ${JSON.stringify(one)}`);
+    importance = [zero.length, one.length];
+  }
+
   await page.screenshot({ path: screenshot, fullPage: true });
   check(errors.length === 0, `console errors: ${errors.join("; ")}`);
   check(requests.length === 0, `network requests: ${requests.join(", ")}`);
-  seen = { prompt: m, generated: g, layers, mixings, errors, requests, screenshot };
+  seen = { prompt: m, generated: g, layers, mixings, importance, errors, requests, screenshot };
 } catch (e) {
   failures.push(`the page failed: ${e.message}`);
 } finally {

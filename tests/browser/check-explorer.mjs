@@ -11,7 +11,7 @@
 // Usage: node check-explorer.mjs URL EXPECTED.json SCREENSHOT.png
 //   EXPECTED.json: {"text", "second", "click", "layers", "heads", "mask": report,
 //   "clicked": report at position click, "both": report with --mixing norm, "figure": its
-//   --figure SVG}
+//   --figure SVG, "lrp": report with --lrp}
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
 import { readFileSync } from "node:fs";
 import { args, checks, launch, near, watch } from "./chromium.mjs";
@@ -92,6 +92,16 @@ try {
   compare(await shown(), expected.both.methods.norm.rollout[0], "norm rollout at layer 1");
   const cells = await page.$$eval("[data-pane='0'] table.heatmap td", (tds) => tds.length);
   check(cells === L * expected.both.tokens.length, `${cells} heatmap cells, not layers × tokens`);
+
+  // LRP: each token's AttnLRP and CP-LRP under the maps, as --lrp gives them.
+  await page.check("#lrp");
+  await explained(() => page.click("#explain"));
+  for (const score of ["attnlrp", "cp_lrp"]) {
+    const values = await page.$$eval(`[data-pane='0'] table.importance tr[data-score=${score}] td`,
+      (tds) => tds.map((td) => Number(td.dataset.value)));
+    compare(values, expected.lrp.importance[score], score);
+  }
+  seen.lrp = true;
 
   // The head view at layer 1: every head draws lines; hiding a head removes its lines.
   const perHead = await page.$$eval("#heads line", (lines) => {

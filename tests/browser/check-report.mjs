@@ -37,7 +37,7 @@ try {
   check(JSON.stringify(afterMethod) !== JSON.stringify(afterSlider), "switching to raw attention did not change the shading");
   check(await page.$eval("table.heatmap.selected", (t) => t.dataset.method) === "raw", "the raw heatmap is not marked as selected");
 
-  const cells = await page.$$eval("table.heatmap td.cell", (tds) => tds.map((td) => td.title));
+  const cells = await page.$$eval("table.heatmap[data-method] td.cell", (tds) => tds.map((td) => td.title));
   check(cells.length === 3 * layers * n, `${cells.length} heatmap cells, want ${3 * layers * n}`);
   // A report without flow (--no-flow, or a long text) offers none and says why.
   const FLOW = Boolean(report.relevance.flow);
@@ -93,10 +93,24 @@ try {
     }
   }
 
+  // With --evaluate or --lrp: each importance score's row, a cell per token with its value.
+  let importance = null;
+  if (report.importance) {
+    importance = await page.$$eval("#importance tr[data-score]", (rows) => rows.map((r) => r.dataset.score));
+    check(importance.length > 0 && !(await page.isHidden("#importance")), "the importance scores are not shown");
+    for (const score of importance) {
+      const want = report.importance[score][n - 1].toFixed(4);
+      const title = await page.getAttribute(`#importance tr[data-score=${score}] td.cell:last-child`, "title");
+      check(title && title.endsWith(`: ${want}`), `${score} of the last token says ${JSON.stringify(title)}, want ${want}`);
+    }
+  } else {
+    check(await page.isHidden("#importance"), "an importance section without importance scores");
+  }
+
   await page.screenshot({ path: screenshot, fullPage: true });
   check(errors.length === 0, `console errors: ${errors.join("; ")}`);
   check(requests.length === 0, `network requests: ${requests.join(", ")}`);
-  seen = { tokens: n, layers, initial, afterSlider, afterMethod, picked, cells: cells.length, errors, requests, screenshot };
+  seen = { tokens: n, layers, initial, afterSlider, afterMethod, picked, importance, cells: cells.length, errors, requests, screenshot };
 } catch (e) {
   failures.push(`browser check crashed: ${e.stack || e}`);
 } finally {

@@ -50,6 +50,7 @@ function request(i) {
   const body = { text: state.texts[i] };
   const mixing = [...document.querySelectorAll("#mixings input:checked")].map((c) => c.value);
   if (mixing.length > 0) body.mixing = mixing;
+  if ($("lrp").checked) body.lrp = true;
   if (causal()) {
     body.generate = Number($("generate").value) || 5;
     if ($("causal-flow").checked) body.flow = true;
@@ -58,6 +59,7 @@ function request(i) {
     // A picked label is the one --evaluate scores and grad-attention differentiates.
     if (state.labels[i] !== null) {
       body.evaluate = true;
+      delete body.lrp; // --evaluate includes LRP
       body.label = String(state.labels[i]);
       if (!(body.mixing || []).includes("grad-attention")) body.mixing = [...(body.mixing || []), "grad-attention"];
     }
@@ -245,8 +247,46 @@ function pane(report, i) {
       line.append(span);
     });
   }
-  box.append(line, prediction(report, i), heatmap(report, grid, tokens));
+  box.append(line, prediction(report, i), heatmap(report, grid, tokens), importance(report));
   return box;
+}
+
+// White at 0, red rising to 1, blue falling to −1: signed importance scores.
+function diverging(t) {
+  const v = Math.min(Math.max(Number.isFinite(t) ? t : 0, -1), 1);
+  const end = v >= 0 ? [0xb2, 0x18, 0x2b] : [0x21, 0x66, 0xac];
+  return `rgb(${end.map((c) => Math.round(255 + (c - 255) * Math.abs(v))).join(", ")})`;
+}
+
+// With LRP (or a picked label's --evaluate): each headline importance score as a row over
+// the tokens, each on its own scale (a causal report's for the chosen generated token, over
+// the tokens fed at its step).
+function importance(report) {
+  const table = el("table", { class: "heatmap importance" });
+  const causalReport = report.mode === "causal";
+  const scored = causalReport ? (report.importance || [])[state.generated] : report.importance;
+  if (!scored) return table;
+  const tokens = causalReport
+    ? [...report.prompt_tokens, ...report.generated_tokens.slice(0, state.generated)] : report.tokens;
+  const head = el("tr");
+  head.append(el("th"), ...tokens.map((t) => el("th", {}, t)));
+  table.append(el("thead"));
+  table.tHead.append(head);
+  const body = el("tbody");
+  for (const score of state.info.scores.filter((s) => Array.isArray(scored[s.name]))) {
+    const values = scored[score.name];
+    const largest = Math.max(...values.map(Math.abs), 1e-12);
+    const tr = el("tr", { "data-score": score.name });
+    tr.append(el("th", {}, score.label));
+    values.forEach((v) => {
+      const td = el("td", { title: v.toFixed(4), "data-value": v });
+      td.style.background = score.signed ? diverging(v / largest) : shade(v / largest).background;
+      tr.append(td);
+    });
+    body.append(tr);
+  }
+  table.append(body);
+  return table;
 }
 
 function prediction(report, i) {

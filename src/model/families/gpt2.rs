@@ -216,6 +216,11 @@ impl CausalLm for Gpt2 {
         Ok(self.wte.forward(ids)?)
     }
 
+    /// The words reach ln_1 of every block and ln_f, and nothing else.
+    fn shift_free_words(&self) -> bool {
+        true
+    }
+
     fn next_logits(&self, words: &Tensor) -> Result<Tensor> {
         let n = words.dim(1)?;
         let positions = Tensor::arange(0, n as u32, words.device())?.unsqueeze(0)?;

@@ -260,7 +260,7 @@ function heatmaps() {
 function paintHeatmaps() {
   const max = scaleMax();
   document.getElementById("scale-max").textContent = fixed(max);
-  document.querySelectorAll("table.heatmap").forEach((table) => {
+  document.querySelectorAll("table.heatmap[data-method]").forEach((table) => {
     const m = table.dataset.method;
     const maps = rows(m);
     table.querySelector("caption").textContent = name(m);
@@ -283,6 +283,53 @@ function paintHeatmaps() {
       });
     });
   });
+}
+
+// White at 0, red rising to 1, blue falling to −1: the figure's scale for signed scores.
+function diverging(t) {
+  const v = Math.min(Math.max(Number.isFinite(t) ? t : 0, -1), 1);
+  const end = v >= 0 ? [0xb2, 0x18, 0x2b] : [0x21, 0x66, 0xac];
+  return end.map((c) => Math.round(255 + (c - 255) * Math.abs(v)));
+}
+
+// With --evaluate or --lrp: the importance scores of the explained class (a causal report's
+// for the chosen generated token, over the tokens fed at its step), or null.
+function importance() {
+  const scored = CAUSAL ? (report.importance || [])[state.generated] : report.importance;
+  if (!scored) return null;
+  const tokens = CAUSAL
+    ? [...TOKENS, ...report.generated_tokens.slice(0, state.generated)] : TOKENS;
+  const shown = data.scores.filter((s) => Array.isArray(scored[s.name]));
+  return shown.length ? { word: scored.word, tokens, shown, scored } : null;
+}
+
+// Each headline importance score as a row of cells over the tokens, on its own scale.
+function paintImportance() {
+  const box = document.getElementById("importance");
+  const found = importance();
+  box.hidden = !found;
+  if (!found) return;
+  const table = el("table", { class: "heatmap importance" });
+  const note = el("p", { class: "note" }, `Each token's importance for “${found.word}” ` +
+    "(each row on its own scale; red raises it, blue lowers it; hover a cell for its value)");
+  const head = table.createTHead().insertRow();
+  head.append(el("th", {}, ""));
+  found.tokens.forEach((token) => head.append(el("th", {}, token)));
+  const body = table.createTBody();
+  for (const score of found.shown) {
+    const values = found.scored[score.name];
+    const largest = Math.max(...values.map(Math.abs), 1e-12);
+    const row = body.insertRow();
+    row.dataset.score = score.name;
+    row.append(el("th", {}, score.label));
+    values.forEach((value, j) => {
+      const c = score.signed ? diverging(value / largest) : colour(value / largest);
+      const cell = el("td", { class: "cell", title: `${score.label}, ${found.tokens[j]}: ${fixed(value)}` });
+      cell.style.background = css(c);
+      row.append(cell);
+    });
+  }
+  box.replaceChildren(el("h2", {}, "Importance"), note, table);
 }
 
 // Shades the sentence and ranks the tokens for the chosen method and layer.
@@ -315,7 +362,8 @@ function update() {
   const list = document.querySelector("#ranking ol");
   list.replaceChildren(...ranked.map(([v, j]) => el("li", {}, `${TOKENS[j]} ${fixed(v)}`)));
   paintHeatmaps();
-  document.querySelectorAll("table.heatmap").forEach((table) => {
+  paintImportance();
+  document.querySelectorAll("table.heatmap[data-method]").forEach((table) => {
     table.classList.toggle("selected", table.dataset.method === state.method);
     table.querySelectorAll("tbody tr").forEach((tr) => {
       tr.classList.toggle("selected", Number(tr.dataset.layer) === state.layer);

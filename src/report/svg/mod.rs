@@ -5,9 +5,10 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use super::colour::{hex, ramp, scale_max, RAMP};
+use super::colour::{diverging, hex, ramp, scale_max, RAMP};
 use super::escape::esc;
 use super::{probability, Explained, Prediction, Renderer, View};
+use crate::faithfulness::{scores, Score};
 use crate::relevance::causal::CausalMethod;
 
 mod generated;
@@ -91,11 +92,16 @@ impl Layout {
         let chart_h = 30 + 20 * chart_rows(view) as i64;
         let band_h = grid_h + 6 + labels_h + 44;
         let bands = other_methods(view).len() as i64;
+        let importance = match importance_rows(view).len() as i64 {
+            0 => 0,
+            rows => 44 + rows * IMPORTANCE_ROW + 6 + labels_h,
+        };
         let height = (GRID_TOP + grid_h + 6 + labels_h)
             .max(GRID_TOP + legend_h + 12)
             .max(GRID_TOP + chart_h)
             + MARGIN
-            + bands * band_h;
+            + bands * band_h
+            + importance;
         Self {
             cell_w,
             cell_h,
@@ -168,6 +174,8 @@ pub fn figure(view: &View) -> String {
             top + 12
         );
     }
+    let bands = other_methods(view).len() as i64 + 1;
+    importance_band(&mut svg, view, &layout, GRID_TOP + bands * layout.band_h);
     legend(&mut svg, &layout, max);
     chart(&mut svg, view, &layout);
     svg += "</svg>\n";
@@ -196,6 +204,87 @@ fn header(svg: &mut String, view: &View) {
         "<text x=\"{MARGIN}\" y=\"52\" fill=\"{MUTED}\">{}</text>",
         esc(&note)
     );
+}
+
+/// The height of one importance score's row of cells.
+const IMPORTANCE_ROW: i64 = 18;
+
+/// The headline importance scores the report has (`--evaluate`, `--lrp`), in report order.
+fn importance_rows(view: &View) -> Vec<(&'static Score, &[f64])> {
+    let Some(importance) = &view.report.importance else {
+        return Vec::new();
+    };
+    scores()
+        .filter(|s| s.headline)
+        .filter_map(|s| Some((s, importance.score(s.name)?)))
+        .collect()
+}
+
+/// With importance scores, one row of cells per headline score under the maps, each on its
+/// own scale (signed ones red where they raise the prediction, blue where they lower it),
+/// its top edge at `top`.
+fn importance_band(svg: &mut String, view: &View, at: &Layout, top: i64) {
+    let rows = importance_rows(view);
+    let Some(importance) = rows.first().and(view.report.importance.as_ref()) else {
+        return;
+    };
+    let r = &view.report;
+    let (x0, cw, ch) = (at.panel_x[0], at.cell_w, IMPORTANCE_ROW);
+    let _ = writeln!(
+        svg,
+        "<text x=\"{x0}\" y=\"{}\" font-size=\"14\">{}</text>",
+        top - 12,
+        esc(&format!(
+            "Importance of each token for “{}” (each row on its own scale; red raises it, blue lowers it)",
+            importance.word
+        ))
+    );
+    let width = cw * r.tokens.len() as i64;
+    for (i, (score, values)) in rows.iter().enumerate() {
+        let y = top + i as i64 * ch;
+        let largest = values.iter().fold(1e-12, |m: f64, v| m.max(v.abs()));
+        for (j, value) in values.iter().enumerate() {
+            let colour = match score.signed {
+                true => diverging(value / largest),
+                false => ramp(value / largest),
+            };
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{}\" y=\"{y}\" width=\"{cw}\" height=\"{ch}\" fill=\"{}\">\
+                 <title>{}, {}: {value:.4}</title></rect>",
+                x0 + j as i64 * cw,
+                hex(colour),
+                score.label,
+                esc(&r.tokens[j]),
+            );
+        }
+        let range = match score.signed {
+            true => format!("±{largest:.4}"),
+            false => format!("0 to {largest:.4}"),
+        };
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" fill=\"{MUTED}\">{} ({range})</text>",
+            x0 + width + 6,
+            y + ch / 2 + 4,
+            score.label
+        );
+    }
+    let height = ch * rows.len() as i64;
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x0}\" y=\"{top}\" width=\"{width}\" height=\"{height}\" fill=\"none\" \
+         stroke=\"#999\" stroke-width=\"0.5\"/>"
+    );
+    let y = top + height + 6;
+    for (j, token) in r.tokens.iter().enumerate() {
+        let x = x0 + j as i64 * cw + cw / 2 + 4;
+        let _ = writeln!(
+            svg,
+            "<text transform=\"translate({x},{y}) rotate(-90)\" text-anchor=\"end\">{}</text>",
+            esc(token)
+        );
+    }
 }
 
 /// A panel's title, saying so where its map was not computed.
