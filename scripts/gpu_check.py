@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GPU check (run by scripts/gpu-check.sh on the lent GPU machine, in one invocation):
 
-1. parity: every case of CASES (each family and task, --evaluate, --mixing all,
+1. parity: every case of CASES (each family and task, --evaluate (LRP included), --mixing all,
    --all-positions, --label, --pair, --hide-special, generation with --flow, --correction
    and --mixing, batch mode, --attention) run by the CPU binary on the CPU and by the CUDA
    binary on the GPU, and every number of the two JSON reports compared (TOLERANCE below);
@@ -91,6 +91,10 @@ CASES = (
             "--mixing", "all", "the book is") for m in CAUSAL]
     + [case(f"{m} generation, --generate 4 --correction --flow", m, "--generate", "4", "--correction",
             "--flow", "the cat sat") for m in ["tiny-gpt2", "tiny-llama"]]
+    # Every generated token's importance (gradients, blank-out, integrated gradients, AttnLRP and
+    # CP-LRP: the rules of src/model/rules.rs on the device), correlations and ERASER.
+    + [case(f"{m} generation, --generate 3 --evaluate --mixing norm", m, "--generate", "3", "--evaluate",
+            "--mixing", "norm", "the book is") for m in ["tiny-gpt2", "tiny-llama", "tiny-gemma2"]]
     + [
         case("batch mode, tiny-bert-modern --evaluate --mixing all", "tiny-bert-modern", "--evaluate",
              "--mixing", "all", stdin_lines=[
