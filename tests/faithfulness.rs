@@ -261,6 +261,8 @@ fn the_batch_pipeline_keeps_the_order_and_the_numbers() {
 /// (scripts/reference/causal_importance.py, float64) on every tiny decoder.
 #[test]
 fn generated_tokens_importance_matches_captum() {
+    use bert_explain::faithfulness::correlations::spearman;
+    use bert_explain::relevance::causal::by_layer;
     #[derive(serde::Deserialize)]
     struct Fixture {
         name: String,
@@ -317,6 +319,18 @@ fn generated_tokens_importance_matches_captum() {
                 (check.sum - want.sum).abs() <= TOLERANCE,
                 "{name} {k}: {check:?} vs {want:?}"
             );
+        }
+        // Each generated token's correlations read its own maps over the prompt, and ERASER
+        // blanks prompt tokens only.
+        let evaluation = report.evaluation.unwrap();
+        let m = fixture.prompt_ids.len();
+        for (k, (evaluation, importance)) in evaluation.iter().zip(&got).enumerate() {
+            let rollout = by_layer(&report.relevance.rollout[k]);
+            let scores = &importance.score("blank_out").unwrap()[..m];
+            let want: Vec<Option<f64>> = rollout.iter().map(|row| spearman(row, scores)).collect();
+            assert_eq!(evaluation.scores["blank_out"].rollout, want, "{name} {k}");
+            let eraser = &evaluation.eraser.as_ref().unwrap()["attention"];
+            assert!(eraser.rollout.comprehensiveness.is_finite(), "{name} {k}");
         }
         checked += 1;
     }
