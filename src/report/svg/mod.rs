@@ -276,15 +276,7 @@ fn importance_band(svg: &mut String, view: &View, at: &Layout, top: i64) {
         "<rect x=\"{x0}\" y=\"{top}\" width=\"{width}\" height=\"{height}\" fill=\"none\" \
          stroke=\"#999\" stroke-width=\"0.5\"/>"
     );
-    let y = top + height + 6;
-    for (j, token) in r.tokens.iter().enumerate() {
-        let x = x0 + j as i64 * cw + cw / 2 + 4;
-        let _ = writeln!(
-            svg,
-            "<text transform=\"translate({x},{y}) rotate(-90)\" text-anchor=\"end\">{}</text>",
-            esc(token)
-        );
-    }
+    token_labels(svg, &r.tokens, (x0, cw), top + height + 6, None);
 }
 
 /// A panel's title, saying so where its map was not computed.
@@ -361,10 +353,27 @@ fn panel(
          stroke=\"{TARGET}\" stroke-width=\"1.5\"/>",
         at.grid_h
     );
-    let y = top + at.grid_h + 6;
-    for (j, token) in r.tokens.iter().enumerate() {
+    token_labels(
+        svg,
+        &r.tokens,
+        (x0, cw),
+        top + at.grid_h + 6,
+        Some(r.target.index),
+    );
+}
+
+/// The tokens under a grid whose columns start at `x0` and are `cw` wide, turned upright,
+/// from `y` down; the `target`'s in its colour.
+fn token_labels(
+    svg: &mut String,
+    tokens: &[String],
+    (x0, cw): (i64, i64),
+    y: i64,
+    target: Option<usize>,
+) {
+    for (j, token) in tokens.iter().enumerate() {
         let x = x0 + j as i64 * cw + cw / 2 + 4;
-        let colour = if j == r.target.index { TARGET } else { INK };
+        let colour = if Some(j) == target { TARGET } else { INK };
         let _ = writeln!(
             svg,
             "<text transform=\"translate({x},{y}) rotate(-90)\" text-anchor=\"end\" \
