@@ -176,7 +176,13 @@ pub fn importance(
         }
     }
     let all = scores.scores();
-    if !probability.is_finite() || all.iter().any(|(_, v)| v.iter().any(|x| !x.is_finite())) {
+    let lrp = scores.lrp_check.iter();
+    let checks = lrp.flat_map(|c| std::iter::once(c.logit).chain(c.sum.values().copied()));
+    let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
+    if !probability.is_finite()
+        || !all.iter().all(|(_, v)| finite(v))
+        || !checks.into_iter().all(f64::is_finite)
+    {
         return Err(Error::NotFinite {
             what: "an importance score (gradient, blank-out or relevance)".into(),
         });
