@@ -4,8 +4,8 @@
 
 For every method × aggregation at the last layer (attention's raw, rollout and flow; each SPEC §8
 method's layer, rollout and flow), and for integrated gradients and |gradient × input| as
-non-attention baselines (and the paper's grad and inputgrad at the embedding block's output where
-the reports hold them), per task: the Spearman correlation with the paper's blank-out score
+non-attention baselines (and the paper's grad and inputgrad at the embedding block's output, and
+AttnLRP and CP-LRP, signed and absolute, where the reports hold them), per task: the Spearman correlation with the paper's blank-out score
 (|p − p(blanked)|) over the tokens with [CLS] and [SEP] left out, and over every token, mean ±
 standard error over the examples; and ERASER's comprehensiveness and sufficiency AOPC
 (bert-explain computes them for the rollout and flow of each method). Rows are ranked by their
@@ -57,6 +57,12 @@ def rankings(report):
     imp = report["importance"]
     out[("integrated gradients", "-")] = imp["integrated_gradients"]
     out[("gradient × input (absolute)", "-")] = imp["gradient_x_input_abs"]
+    # LRP of the explained logit (reports made since --evaluate includes it), signed as
+    # integrated gradients and absolute as gradient × input.
+    for name, key in (("AttnLRP", "attnlrp"), ("CP-LRP", "cp_lrp")):
+        if imp.get(key):
+            out[(name, "-")] = imp[key]
+            out[(f"{name} (absolute)", "-")] = [abs(v) for v in imp[key]]
     # The paper's grad and inputgrad at the embedding block's output, where reports have them.
     for name, key in (("grad (the paper's)", "embedding_gradient_sum_abs"),
                       ("inputgrad (the paper's)", "embedding_gradient_x_input_abs")):
