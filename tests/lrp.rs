@@ -1,6 +1,7 @@
 //! `--lrp` against the authors' code: AttnLRP and CP-LRP relevances equal LXT 2.1's efficient
 //! mode (scripts/reference/lrp_reference.py, in float64) within 1e-4 of the largest |R|, on
-//! every tiny checkpoint of a family LXT covers.
+//! every tiny checkpoint: LXT's own patch maps for the families it covers (BERT, GPT-2, Llama,
+//! Qwen2, Qwen3, Gemma 3), its rules applied the same way for the others.
 
 mod common;
 
@@ -110,16 +111,35 @@ fn encoder_and_classifier_relevance_equals_lxt() {
         checked.push(fixture.model.clone());
     }
     checked.dedup();
-    // BERT's masked LMs and classifier, and the decoders LXT covers read as classifiers.
-    for model in [
-        "tiny-bert-legacy",
-        "tiny-bert-modern",
-        "tiny-bert-cls",
-        "tiny-llama-cls",
-        "tiny-qwen2-cls",
-        "tiny-qwen3-cls",
-        "tiny-gemma3-cls",
-    ] {
+    // Every encoder family and head, and every decoder read as a classifier: LXT's own maps
+    // for BERT and the decoders it covers, its rules applied the same way to the others.
+    let families = [
+        "bert",
+        "roberta",
+        "albert",
+        "distilbert",
+        "electra",
+        "deberta",
+        "modernbert",
+    ];
+    let decoders = [
+        "llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3", "phi3",
+    ];
+    let mut wanted: Vec<String> = ["tiny-bert-legacy", "tiny-bert-modern", "tiny-xlmr-mlm"]
+        .map(String::from)
+        .into();
+    wanted.extend(families.iter().map(|f| format!("tiny-{f}-cls")));
+    wanted.extend((families.iter().skip(1)).map(|f| format!("tiny-{f}-mlm")));
+    wanted.extend(
+        [
+            "tiny-deberta-v2-mlm",
+            "tiny-electra-disc",
+            "tiny-modernbert-mean",
+        ]
+        .map(String::from),
+    );
+    wanted.extend(decoders.iter().map(|d| format!("tiny-{d}-cls")));
+    for model in &wanted {
         assert!(
             checked.iter().any(|m| m == model),
             "no fixture for {model}: {checked:?}"
@@ -183,15 +203,21 @@ fn next_token_relevance_equals_lxt() {
         checked.push(fixture.model.clone());
     }
     checked.dedup();
-    for model in [
-        "tiny-gpt2",
-        "tiny-llama",
-        "tiny-qwen2",
-        "tiny-qwen3",
-        "tiny-gemma3",
-    ] {
+    let decoders = [
+        "gpt2",
+        "llama",
+        "qwen2",
+        "qwen2-window",
+        "qwen3",
+        "mistral",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "phi3",
+    ];
+    for model in decoders.map(|d| format!("tiny-{d}")) {
         assert!(
-            checked.iter().any(|m| m == model),
+            checked.contains(&model),
             "no fixture for {model}: {checked:?}"
         );
     }
