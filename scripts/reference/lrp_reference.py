@@ -117,6 +117,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 MODELS = os.path.join(REPO, "models")
 OUT = os.path.join(REPO, "tests", "fixtures", "lrp")
+# --real: the real pretrained checkpoints the test set-up fetches (models/downloaded/), whose
+# fixtures go apart so that only the tests that fetch them read them.
+REAL_OUT = os.path.join(REPO, "tests", "fixtures", "lrp-real")
+REAL_CLASSIFIER_TEXTS = {
+    # all-MiniLM-L6-v2's real weights with the sentiment head trained here
+    # (scripts/build-sentiment-model.py): a BertForSequenceClassification, LXT's own BERT map.
+    "downloaded/minilm-fine-foods": {
+        "minilm-sentiment-gummies": "These are the best tasting gummy fruits I have ever eaten. "
+                                    "Can't stop eating them and the flavors are great.",
+        "minilm-sentiment-bad": "This tastes so bad, I'm considering throwing it away.",
+    },
+}
 V5_PYTHON = os.path.join(REPO, ".venv-reference", "bin", "python")
 
 RULE_SETS = ("plain", "attnlrp", "cp_lrp")  # plain: no patches (checks only)
@@ -251,6 +263,12 @@ def all_cases():
         if case["name"] in FIXED_TOKENS:
             case["ids"], case["tokens"] = FIXED_TOKENS[case["name"]]
     return cases
+
+
+def real_cases():
+    """The real pretrained checkpoints' cases (--real)."""
+    return [dict(name=name, model=model, kind="classifier", text=text, target=None)
+            for model, texts in REAL_CLASSIFIER_TEXTS.items() for name, text in texts.items()]
 
 
 def mask_token(model):
@@ -1343,7 +1361,9 @@ def main():
     ap.add_argument("--no-v5-check", action="store_true",
                     help="skip the comparison with transformers 5.x (.venv-reference)")
     ap.add_argument("--jobs", type=int, default=2, help="workers at a time")
-    ap.add_argument("--out", default=OUT, help="where the fixtures go (default: %(default)s)")
+    ap.add_argument("--out", help=f"where the fixtures go (default: {OUT}, or with --real {REAL_OUT})")
+    ap.add_argument("--real", action="store_true",
+                    help="the real pretrained checkpoints of models/downloaded/ instead")
     ap.add_argument("--worker", nargs=2, metavar=("MODEL", "RULES"), help=argparse.SUPPRESS)
     ap.add_argument("--v5-worker", metavar="MODEL", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1358,7 +1378,8 @@ def main():
     import torch
     import transformers
     versions = {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__}
-    cases = all_cases()
+    cases = real_cases() if args.real else all_cases()
+    args.out = args.out or (REAL_OUT if args.real else OUT)
     if args.only:
         wanted = set(args.only.split(","))
         unknown = wanted - {c["name"] for c in cases}
