@@ -137,6 +137,9 @@ pub enum Error {
     #[error("--blank pad blanks with config.json's pad_token_id, but the config has none inside the vocabulary; choose --blank unk or mask")]
     NoPadToken,
 
+    #[error("--blank pad is a decoder classifier's blank (config.json's pad_token_id); a causal language model blanks with --blank unk (its unknown token, or end-of-text where it has none) or --blank mask")]
+    PadBlankForCausal,
+
     #[error("--fusion min leaves layer {layer} row {row} with no attention at all (its heads attend to disjoint tokens), so nothing can flow through it; use --fusion mean or max")]
     EmptyFusedRow { layer: usize, row: usize },
 
@@ -253,6 +256,7 @@ impl Error {
                 | Error::BertOptionForCausal { .. }
                 | Error::OptionNotUsed { .. }
                 | Error::NoMaskToken { .. }
+                | Error::PadBlankForCausal
                 | Error::UnknownToken { .. }
                 | Error::NeedsMlmHead { .. }
                 | Error::UnknownLabel { .. }

@@ -336,3 +336,28 @@ fn generated_tokens_importance_matches_captum() {
     }
     assert!(checked >= 12, "{checked} fixtures: every tiny decoder");
 }
+
+/// What a causal model's `--evaluate` cannot take is a usage error (exit status 2), with what
+/// to do instead.
+#[test]
+fn causal_evaluate_refuses_what_it_cannot_use() {
+    for (args, says) in [
+        (&["--evaluate", "--blank", "pad"][..], "--blank unk"),
+        (&["--evaluate", "--label", "1"][..], "leave --label out"),
+        (
+            &["--lrp", "--correlate-without-specials"][..],
+            "--correlate-without-specials",
+        ),
+    ] {
+        let output = bin()
+            .current_dir(repo())
+            .args(["--model", "models/tiny-gpt2", "--generate", "1"])
+            .args(args)
+            .arg("The author talked")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}

@@ -23,7 +23,9 @@ use crate::device::{bind_to_thread, device_name};
 use crate::error::{Error, Result};
 use crate::faithfulness::correlations::Evaluation;
 use crate::faithfulness::eraser::{eraser_of, Erasable};
-use crate::faithfulness::{importance, Blank, Importance, ImportanceQuery, NextToken};
+use crate::faithfulness::{
+    blank_if_needed, importance, Blank, Importance, ImportanceQuery, NextToken,
+};
 use crate::generate::{generate, Decoding, Generation};
 use crate::methods::causal::{causal_mixings, Generated};
 use crate::methods::CausalMixings;
@@ -163,22 +165,20 @@ impl CausalExplainer {
                 )?)
             }
         };
-        let importance = match &options.evaluate {
-            Some(evaluate) => Some(self.importance(&prompt_ids, &generation.ids, evaluate)?),
-            None => None,
-        };
-        let evaluation = match &importance {
-            Some(importance) => {
+        let (importance, evaluation) = match &options.evaluate {
+            Some(evaluate) => {
+                let importance = self.importance(&prompt_ids, &generation.ids, evaluate)?;
                 let scored = Scored {
                     prompt: &prompt_ids,
                     generated: &generation.ids,
-                    importance,
+                    importance: &importance,
                     relevance: &relevance,
                     methods: methods.as_ref(),
                 };
-                Some(self.evaluation(&scored, options.evaluate.as_ref())?)
+                let evaluation = self.evaluation(&scored, evaluate)?;
+                (Some(importance), Some(evaluation))
             }
-            None => None,
+            None => (None, None),
         };
         let prompt_tokens = self.tokenizer.token_texts(&prompt_ids)?;
         let method = match options.methods.correction {
@@ -246,7 +246,7 @@ impl CausalExplainer {
             model: self.model.as_ref(),
             device: &self.device,
         };
-        let (blank_token, blank_id) = self.blank(evaluate.blank)?;
+        let (blank_token, blank_id) = blank_if_needed(self.blank(evaluate.blank), evaluate.only)?;
         let mut fed = prompt.to_vec();
         let mut out = Vec::with_capacity(generated.len());
         for &id in generated {
@@ -270,26 +270,23 @@ impl CausalExplainer {
     /// the end-of-text token; `--blank mask` the mask token. A causal model reads no
     /// `pad_token_id`.
     fn blank(&self, blank: Blank) -> Result<(String, u32)> {
+        if blank == Blank::Pad {
+            return Err(Error::PadBlankForCausal);
+        }
+        let spelled = (blank.tokens().iter())
+            .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)));
         let eos = self.model.eos().first().copied();
-        let found = match blank {
-            Blank::Unk => (blank.tokens().iter())
-                .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
-                .or(eos.map(|id| (self.tokenizer.decode(&[id]).unwrap_or_default(), id))),
-            Blank::Mask => (blank.tokens().iter())
-                .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?))),
-            Blank::Pad => return Err(Error::NoPadToken),
-        };
-        found.ok_or(Error::NoBlankToken(blank.tokens()[0]))
+        match (spelled, blank, eos) {
+            (Some(found), _, _) => Ok(found),
+            (None, Blank::Unk, Some(id)) => Ok((self.tokenizer.decode(&[id])?, id)),
+            _ => Err(Error::NoBlankToken(blank.tokens()[0])),
+        }
     }
 
     /// Each generated token's correlations of its maps with its scores over the prompt, and
     /// (with `--evaluate`) the ERASER scores of its last-layer rollout and flow, blanking
     /// prompt tokens only.
-    fn evaluation(
-        &self,
-        scored: &Scored,
-        evaluate: Option<&EvaluateOptions>,
-    ) -> Result<Vec<Evaluation>> {
+    fn evaluation(&self, scored: &Scored, evaluate: &EvaluateOptions) -> Result<Vec<Evaluation>> {
         let model = NextToken {
             model: self.model.as_ref(),
             device: &self.device,
@@ -300,12 +297,12 @@ impl CausalExplainer {
         for (k, (&id, importance)) in scored.generated.iter().zip(scored.importance).enumerate() {
             let (relevance, methods) = (scored.relevance, scored.methods);
             let mut evaluation = Evaluation::compute_causal(relevance, methods, k, importance);
-            if evaluate.is_some_and(|e| e.only.is_none()) {
+            if evaluate.only.is_none() {
                 let query = ImportanceQuery {
                     word: importance.word.clone(),
                     id,
                     blank_token: importance.blank_token.clone(),
-                    blank_id: self.blank(evaluate.map_or(Blank::Unk, |e| e.blank))?.1,
+                    blank_id: self.blank(evaluate.blank)?.1,
                     steps: 0,
                     only: None,
                 };

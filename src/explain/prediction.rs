@@ -4,7 +4,7 @@ use candle_core::Tensor;
 
 use super::{EvaluateOptions, Explainer};
 use crate::error::{Error, Result};
-use crate::faithfulness::{Blank, ImportanceQuery};
+use crate::faithfulness::{blank_if_needed, Blank, ImportanceQuery};
 use crate::model::Predicts;
 use crate::report::{LabelProbability, Prediction, WordProbability};
 
@@ -65,11 +65,7 @@ impl Explainer {
     ) -> Result<ImportanceQuery> {
         let (word, id) = self.explained(Some(evaluate), probs)?;
         // Blank-out, integrated gradients and ERASER put the blank in; LRP alone needs none.
-        let (blank_token, blank_id) = match (self.blank(evaluate.blank), evaluate.only) {
-            (Ok(found), _) => found,
-            (Err(_), Some(_)) => (String::new(), 0),
-            (Err(e), None) => return Err(e),
-        };
+        let (blank_token, blank_id) = blank_if_needed(self.blank(evaluate.blank), evaluate.only)?;
         Ok(ImportanceQuery {
             word,
             id,

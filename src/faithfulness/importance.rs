@@ -121,6 +121,17 @@ pub struct ImportanceQuery {
     pub only: Option<&'static str>,
 }
 
+/// The blank as `found`, or where it was not found, none (an empty token, id 0) when the
+/// one attribution asked for (`only`: LRP) puts no blank in: blank-out, integrated gradients
+/// and ERASER do.
+pub fn blank_if_needed(found: Result<(String, u32)>, only: Option<&str>) -> Result<(String, u32)> {
+    match (found, only) {
+        (Ok(found), _) => Ok(found),
+        (Err(_), Some(_)) => Ok((String::new(), 0)),
+        (Err(e), None) => Err(e),
+    }
+}
+
 /// The text an attribution scores, and the prediction it explains.
 pub struct Text<'a> {
     pub model: &'a dyn Predictor,

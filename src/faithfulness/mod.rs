@@ -16,7 +16,8 @@ mod integrated_gradients;
 mod lrp;
 
 pub use importance::{
-    importance, probabilities, Blank, Completeness, Importance, ImportanceQuery, LrpCheck, Text,
+    blank_if_needed, importance, probabilities, Blank, Completeness, Importance, ImportanceQuery,
+    LrpCheck, Text,
 };
 pub use integrated_gradients::gauss_legendre;
 
