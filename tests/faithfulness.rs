@@ -4,7 +4,7 @@
 mod common;
 
 use common::importance::{check_importance_fixtures, ImportanceFixture, TOLERANCE};
-use common::{bin, repo};
+use common::{bin, fails, repo, report_of};
 
 #[test]
 fn importance_and_correlations_match_the_reference() {
@@ -279,17 +279,12 @@ fn generated_tokens_importance_matches_captum() {
             serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
         let name = &fixture.name;
         let generate = fixture.generated_ids.len().to_string();
-        let output = bin()
-            .current_dir(repo())
-            .args(["--json", "--evaluate", "--generate", &generate, "--model"])
-            .arg(repo().join("models").join(&fixture.model))
-            .arg(&fixture.prompt)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{name}: {stderr}");
-        let report: bert_explain::report::causal::CausalReport =
-            serde_json::from_slice(&output.stdout).unwrap();
+        let report: bert_explain::report::causal::CausalReport = report_of(
+            bin()
+                .args(["--json", "--evaluate", "--generate", &generate, "--model"])
+                .arg(repo().join("models").join(&fixture.model))
+                .arg(&fixture.prompt),
+        );
         assert_eq!(report.prompt_ids, fixture.prompt_ids, "{name}");
         assert_eq!(report.generated_ids, fixture.generated_ids, "{name}");
         let got = report.importance.unwrap();
@@ -349,15 +344,14 @@ fn causal_evaluate_refuses_what_it_cannot_use() {
             "--correlate-without-specials",
         ),
     ] {
-        let output = bin()
-            .current_dir(repo())
-            .args(["--model", "models/tiny-gpt2", "--generate", "1"])
-            .args(args)
-            .arg("The author talked")
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        let model = repo().join("models/tiny-gpt2");
+        let model = model.to_str().unwrap();
+        let all = [
+            &["--model", model, "--generate", "1"],
+            args,
+            &["The author talked"],
+        ]
+        .concat();
+        fails(&all, 2, &[says]);
     }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bin, repo};
+use common::{bin, repo, report_of};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -68,10 +68,7 @@ fn check_encoder(fixture: &LrpFixture, model: &std::path::Path) {
         }
         _ => &mut cmd,
     };
-    let output = cmd.arg(&fixture.text).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{name}: {stderr}");
-    let report: bert_explain::Report = serde_json::from_slice(&output.stdout).unwrap();
+    let report: bert_explain::Report = report_of(cmd.arg(&fixture.text));
     assert_eq!(report.tokens, fixture.tokens, "{name}: tokens");
     let importance = report.importance.unwrap();
     assert_eq!(
@@ -164,17 +161,12 @@ fn next_token_relevance_equals_lxt() {
     let mut checked = Vec::new();
     for fixture in fixtures().iter().filter(|f| f.kind == "causal_lm") {
         let name = &fixture.name;
-        let output = bin()
-            .current_dir(repo())
-            .args(["--json", "--lrp", "--generate", "2", "--model"])
-            .arg(repo().join("models").join(&fixture.model))
-            .arg(&fixture.text)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{name}: {stderr}");
-        let report: bert_explain::report::causal::CausalReport =
-            serde_json::from_slice(&output.stdout).unwrap();
+        let report: bert_explain::report::causal::CausalReport = report_of(
+            bin()
+                .args(["--json", "--lrp", "--generate", "2", "--model"])
+                .arg(repo().join("models").join(&fixture.model))
+                .arg(&fixture.text),
+        );
         assert_eq!(report.prompt_ids, fixture.ids, "{name}: ids");
         assert_eq!(
             report.generated_ids[0], fixture.class_id,

@@ -236,22 +236,15 @@ def all_cases():
             if c["model"] in ("tiny-bert-legacy", "tiny-bert-modern"):
                 cases.append(dict(name=c["name"], model=c["model"], kind="masked_lm",
                                   text=c["text"], target=c["target"]))
-    for model, texts in CLASSIFIER_TEXTS.items():
-        for name, text in texts.items():
-            cases.append(dict(name=name, model=model, kind="classifier", text=text, target=None))
-    for model in CAUSAL_MODELS:
-        for key, prompt in PROMPTS.items():
-            cases.append(dict(name=f"{model.removeprefix('tiny-')}-{key}", model=model,
-                              kind="causal_lm", text=prompt, target=None))
     for model, texts in NEW_MASKED_LM_TEXTS.items():
         mask = mask_token(model)
         for name, text in texts.items():
             cases.append(dict(name=name, model=model, kind="masked_lm",
                               text=text.format(mask=mask), target=None))
-    for model, texts in NEW_CLASSIFIER_TEXTS.items():
+    for model, texts in (CLASSIFIER_TEXTS | NEW_CLASSIFIER_TEXTS).items():
         for name, text in texts.items():
             cases.append(dict(name=name, model=model, kind="classifier", text=text, target=None))
-    for model in NEW_CAUSAL_MODELS:
+    for model in CAUSAL_MODELS + NEW_CAUSAL_MODELS:
         for key, prompt in PROMPTS.items():
             cases.append(dict(name=f"{model.removeprefix('tiny-')}-{key}", model=model,
                               kind="causal_lm", text=prompt, target=None))

@@ -6,8 +6,8 @@
 //! so a request is refused exactly where the command would be, with its message.
 //!
 //! - `GET /`: the explorer (one self-contained page: no CDN, no network).
-//! - `GET /api/info`: the model, its family and task, the mixing methods and the headline
-//!   importance scores (name, label, signed).
+//! - `GET /api/info`: the model, its family and task, the mixing methods, the headline
+//!   importance scores (name, label, signed) and the ends of their colour scale.
 //! - `POST /api/explain` `{"text": …, options…}`: the report of `bert-explain --json` (SPEC §4;
 //!   a causal model's for a prompt).
 //! - `POST /api/explain?progress` (or `=1`, `=true`), same body: JSON lines as the work goes,
@@ -34,9 +34,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bert_explain::causal::CausalOptions;
-use bert_explain::faithfulness::scores;
+use bert_explain::faithfulness::headline_scores;
 use bert_explain::methods::Mixing;
 use bert_explain::relevance::Progress;
+use bert_explain::report::colour::DIVERGING;
 use bert_explain::report::{Explained, Format, GeneratedView, Json};
 use bert_explain::{device, Error, Loaded, ModelSource, Renderer};
 use clap::{CommandFactory, FromArgMatches, Parser};
@@ -191,7 +192,8 @@ impl State {
             "task": self.loaded.task_name(),
             "predicts": self.loaded.predicts(),
             "mixings": Mixing::all().map(Mixing::name).collect::<Vec<_>>(),
-            "scores": scores().filter(|s| s.headline).collect::<Vec<_>>(),
+            "scores": headline_scores().collect::<Vec<_>>(),
+            "diverging": DIVERGING,
         })
         .to_string()
     }

@@ -167,15 +167,13 @@ impl CausalExplainer {
         };
         let (importance, evaluation) = match &options.evaluate {
             Some(evaluate) => {
-                let importance = self.importance(&prompt_ids, &generation.ids, evaluate)?;
-                let scored = Scored {
+                let maps = GeneratedMaps {
                     prompt: &prompt_ids,
                     generated: &generation.ids,
-                    importance: &importance,
                     relevance: &relevance,
                     methods: methods.as_ref(),
                 };
-                let evaluation = self.evaluation(&scored, evaluate)?;
+                let (importance, evaluation) = self.scored(&maps, evaluate)?;
                 (Some(importance), Some(evaluation))
             }
             None => (None, None),
@@ -235,21 +233,23 @@ impl CausalExplainer {
 
     /// Each generated token's importance scores (those `evaluate` asks for) for its
     /// probability, or its logit for LRP, over the tokens fed at its step: the prompt and the
-    /// tokens generated before it.
-    fn importance(
+    /// tokens generated before it; and their evaluation: the correlations of its maps with
+    /// them over the prompt, and (with `--evaluate`) the ERASER scores of its last-layer
+    /// rollout and flow, blanking prompt tokens only.
+    fn scored(
         &self,
-        prompt: &[u32],
-        generated: &[u32],
+        maps: &GeneratedMaps,
         evaluate: &EvaluateOptions,
-    ) -> Result<Vec<Importance>> {
+    ) -> Result<(Vec<Importance>, Vec<Evaluation>)> {
         let model = NextToken {
             model: self.model.as_ref(),
             device: &self.device,
         };
         let (blank_token, blank_id) = blank_if_needed(self.blank(evaluate.blank), evaluate.only)?;
-        let mut fed = prompt.to_vec();
-        let mut out = Vec::with_capacity(generated.len());
-        for &id in generated {
+        let m = maps.prompt.len();
+        let mut fed = maps.prompt.to_vec();
+        let (mut importances, mut evaluations) = (Vec::new(), Vec::new());
+        for (k, &id) in maps.generated.iter().enumerate() {
             let query = ImportanceQuery {
                 word: self.tokenizer.decode(&[id])?,
                 id,
@@ -258,11 +258,28 @@ impl CausalExplainer {
                 steps: evaluate.ig_steps,
                 only: evaluate.only,
             };
-            let types = vec![0; fed.len()];
-            out.push(importance(&model, &fed, &types, fed.len() - 1, &query)?);
+            let (n, types) = (fed.len(), vec![0; fed.len()]);
+            let scores = importance(&model, &fed, &types, n - 1, &query)?;
+            let (relevance, methods) = (maps.relevance, maps.methods);
+            let mut evaluation = Evaluation::compute_causal(relevance, methods, k, &scores);
+            if evaluate.only.is_none() {
+                let fixed: Vec<bool> = (0..n).map(|j| j >= m).collect();
+                let erasable = Erasable {
+                    model: &model,
+                    ids: &fed,
+                    types: &types,
+                    target: n - 1,
+                    fixed: &fixed,
+                    query: &query,
+                    probability: scores.probability,
+                };
+                evaluation.eraser = Some(eraser_of(&erasable, last_layer_maps(maps, k, n))?);
+            }
+            importances.push(scores);
+            evaluations.push(evaluation);
             fed.push(id);
         }
-        Ok(out)
+        Ok((importances, evaluations))
     }
 
     /// The blank that blank-out, integrated gradients and ERASER put in: `--blank unk` is the
@@ -281,48 +298,6 @@ impl CausalExplainer {
             (None, Blank::Unk, Some(id)) => Ok((self.tokenizer.decode(&[id])?, id)),
             _ => Err(Error::NoBlankToken(blank.tokens()[0])),
         }
-    }
-
-    /// Each generated token's correlations of its maps with its scores over the prompt, and
-    /// (with `--evaluate`) the ERASER scores of its last-layer rollout and flow, blanking
-    /// prompt tokens only.
-    fn evaluation(&self, scored: &Scored, evaluate: &EvaluateOptions) -> Result<Vec<Evaluation>> {
-        let model = NextToken {
-            model: self.model.as_ref(),
-            device: &self.device,
-        };
-        let m = scored.prompt.len();
-        let mut fed = scored.prompt.to_vec();
-        let mut out = Vec::with_capacity(scored.generated.len());
-        for (k, (&id, importance)) in scored.generated.iter().zip(scored.importance).enumerate() {
-            let (relevance, methods) = (scored.relevance, scored.methods);
-            let mut evaluation = Evaluation::compute_causal(relevance, methods, k, importance);
-            if evaluate.only.is_none() {
-                let query = ImportanceQuery {
-                    word: importance.word.clone(),
-                    id,
-                    blank_token: importance.blank_token.clone(),
-                    blank_id: self.blank(evaluate.blank)?.1,
-                    steps: 0,
-                    only: None,
-                };
-                let n = fed.len();
-                let fixed: Vec<bool> = (0..n).map(|j| j >= m).collect();
-                let erasable = Erasable {
-                    model: &model,
-                    ids: &fed,
-                    types: &vec![0; n],
-                    target: n - 1,
-                    fixed: &fixed,
-                    query: &query,
-                    probability: importance.probability,
-                };
-                evaluation.eraser = Some(eraser_of(&erasable, last_layer_maps(scored, k, n))?);
-            }
-            out.push(evaluation);
-            fed.push(id);
-        }
-        Ok(out)
     }
 
     /// Every head's attention in layer `layer` (1 to L) over the positions fed while
@@ -397,12 +372,10 @@ impl CausalExplainer {
     }
 }
 
-/// What a generated text's evaluation reads.
-struct Scored<'a> {
+/// A generated text and its maps, which its evaluation reads.
+struct GeneratedMaps<'a> {
     prompt: &'a [u32],
     generated: &'a [u32],
-    /// Each generated token's scores.
-    importance: &'a [Importance],
     relevance: &'a CausalRelevance,
     methods: Option<&'a CausalMixings>,
 }
@@ -411,7 +384,7 @@ struct Scored<'a> {
 /// and flow over the prompt, as n values (0 at the generated positions, which are never
 /// blanked).
 fn last_layer_maps(
-    scored: &Scored,
+    maps: &GeneratedMaps,
     k: usize,
     n: usize,
 ) -> Vec<(String, Vec<f64>, Option<Vec<f64>>)> {
@@ -420,13 +393,14 @@ fn last_layer_maps(
         row.resize(n, 0.0);
         row
     };
-    let relevance = scored.relevance;
+    let relevance = maps.relevance;
     let attention = (
         Mixing::ATTENTION.name().to_string(),
         last(&relevance.rollout),
         relevance.flow.as_ref().map(last),
     );
-    let methods = scored.methods.into_iter().flatten();
+    let methods = (maps.methods.into_iter().flatten())
+        .filter(|(name, _)| name.as_str() != Mixing::ATTENTION.name());
     std::iter::once(attention)
         .chain(methods.map(|(name, maps)| {
             (

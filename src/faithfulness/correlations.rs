@@ -1,6 +1,7 @@
 //! Faithfulness (Abnar & Zuidema 2020, §4): Spearman rank correlation of each relevance map,
 //! layer by layer, with each importance score; and its mean ± std over a dataset.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -99,13 +100,14 @@ fn rows(maps: &[Vec<f64>], score: &[f64], keep: Option<&[bool]>) -> Vec<Option<f
 }
 
 /// One method's maps as the correlations read them, each `[L][n]`: attention's raw, rollout,
-/// corrected rollout and flow, or another method's layer, rollout and flow.
+/// corrected rollout and flow, or another method's layer, rollout and flow (an encoder's
+/// report's own, or a generated token's cut from its causal report).
 struct LayerMaps<'a> {
     /// Attention's raw, or a method's layer.
-    first: &'a [Vec<f64>],
-    rollout: &'a [Vec<f64>],
-    rollout_corrected: Option<&'a [Vec<f64>]>,
-    flow: Option<&'a [Vec<f64>]>,
+    first: Cow<'a, [Vec<f64>]>,
+    rollout: Cow<'a, [Vec<f64>]>,
+    rollout_corrected: Option<Cow<'a, [Vec<f64>]>>,
+    flow: Option<Cow<'a, [Vec<f64>]>>,
 }
 
 impl Evaluation {
@@ -118,20 +120,20 @@ impl Evaluation {
         specials: Option<&[bool]>,
     ) -> Self {
         let attention = LayerMaps {
-            first: &relevance.raw,
-            rollout: &relevance.rollout,
+            first: Cow::Borrowed(&relevance.raw),
+            rollout: Cow::Borrowed(&relevance.rollout),
             rollout_corrected: None,
-            flow: relevance.flow.as_deref(),
+            flow: relevance.flow.as_deref().map(Cow::Borrowed),
         };
         let methods: Option<Vec<(&String, LayerMaps)>> = methods.map(|methods| {
             (methods.iter())
                 .filter(|(name, _)| name.as_str() != Mixing::ATTENTION.name())
                 .map(|(name, maps)| {
                     let maps = LayerMaps {
-                        first: &maps.layer,
-                        rollout: &maps.rollout,
+                        first: Cow::Borrowed(&maps.layer),
+                        rollout: Cow::Borrowed(&maps.rollout),
                         rollout_corrected: None,
-                        flow: maps.flow.as_deref(),
+                        flow: maps.flow.as_deref().map(Cow::Borrowed),
                     };
                     (name, maps)
                 })
@@ -149,46 +151,30 @@ impl Evaluation {
         k: usize,
         importance: &Importance,
     ) -> Self {
-        let layers = |maps: &Vec<Vec<Vec<f64>>>| by_layer(&maps[k]);
-        let (raw, rollout) = (layers(&relevance.raw), layers(&relevance.rollout));
-        let corrected = relevance.rollout_corrected.as_ref().map(layers);
-        let flow = relevance.flow.as_ref().map(layers);
+        let at_k = |maps: &Vec<Vec<Vec<f64>>>| Cow::Owned(by_layer(&maps[k]));
         let attention = LayerMaps {
-            first: &raw,
-            rollout: &rollout,
-            rollout_corrected: corrected.as_deref(),
-            flow: flow.as_deref(),
+            first: at_k(&relevance.raw),
+            rollout: at_k(&relevance.rollout),
+            rollout_corrected: relevance.rollout_corrected.as_ref().map(at_k),
+            flow: relevance.flow.as_ref().map(at_k),
         };
-        // Each method's layer, rollout and flow at k, then read as the correlations read them.
-        type Owned<'n> = (
-            &'n String,
-            Vec<Vec<f64>>,
-            Vec<Vec<f64>>,
-            Option<Vec<Vec<f64>>>,
-        );
-        let owned: Option<Vec<Owned>> = methods.map(|methods| {
+        let methods: Option<Vec<(&String, LayerMaps)>> = methods.map(|methods| {
             (methods.iter())
+                .filter(|(name, _)| name.as_str() != Mixing::ATTENTION.name())
                 .map(|(name, maps)| {
-                    let flow = maps.flow.as_ref().map(layers);
-                    (name, layers(&maps.layer), layers(&maps.rollout), flow)
-                })
-                .collect()
-        });
-        let methods: Option<Vec<(&String, LayerMaps)>> = owned.as_ref().map(|owned| {
-            (owned.iter())
-                .map(|(name, layer, rollout, flow)| {
                     let maps = LayerMaps {
-                        first: layer,
-                        rollout,
+                        first: at_k(&maps.layer),
+                        rollout: at_k(&maps.rollout),
                         rollout_corrected: None,
-                        flow: flow.as_deref(),
+                        flow: maps.flow.as_ref().map(at_k),
                     };
-                    (*name, maps)
+                    (name, maps)
                 })
                 .collect()
         });
+        let m = attention.first.first().map_or(0, Vec::len);
         let mut prompt = importance.clone();
-        prompt.pick(&(0..raw.first().map_or(0, Vec::len)).collect::<Vec<_>>());
+        prompt.pick(&(0..m).collect::<Vec<_>>());
         Self::of(&attention, methods.as_deref(), &prompt, None)
     }
 
@@ -207,9 +193,9 @@ impl Evaluation {
                     let evaluation = (scores.iter())
                         .map(|(score, values)| {
                             let correlations = MapCorrelations {
-                                layer: rows(maps.first, values, keep),
-                                rollout: rows(maps.rollout, values, keep),
-                                flow: maps.flow.map(|flow| rows(flow, values, keep)),
+                                layer: rows(&maps.first, values, keep),
+                                rollout: rows(&maps.rollout, values, keep),
+                                flow: maps.flow.as_deref().map(|flow| rows(flow, values, keep)),
                             };
                             (score.to_string(), correlations)
                         })
@@ -219,10 +205,14 @@ impl Evaluation {
                 .collect()
         });
         let correlate = |values: &[f64]| Correlations {
-            raw: rows(attention.first, values, keep),
-            rollout: rows(attention.rollout, values, keep),
-            rollout_corrected: (attention.rollout_corrected).map(|maps| rows(maps, values, keep)),
-            flow: attention.flow.map(|flow| rows(flow, values, keep)),
+            raw: rows(&attention.first, values, keep),
+            rollout: rows(&attention.rollout, values, keep),
+            rollout_corrected: (attention.rollout_corrected.as_deref())
+                .map(|maps| rows(maps, values, keep)),
+            flow: attention
+                .flow
+                .as_deref()
+                .map(|flow| rows(flow, values, keep)),
         };
         Self {
             scores: (scores.iter())
@@ -422,12 +412,8 @@ impl std::fmt::Display for Summary {
             writeln!(f)?;
             for (_, method, stats) in rows.iter().filter(|(s, _, _)| *s == score) {
                 write!(f, "  {method:<width$}")?;
-                for (mean, std, count) in stats {
-                    let cell = match count {
-                        0 => "n/a".to_string(),
-                        _ => format!("{mean:+.3} ± {std:.3}"),
-                    };
-                    write!(f, " {cell:>13}")?;
+                for stats in stats {
+                    write!(f, " {:>13}", cell(*stats))?;
                 }
                 writeln!(f)?;
             }
@@ -448,19 +434,23 @@ impl std::fmt::Display for Summary {
             writeln!(f)?;
             for (name, stats) in eraser {
                 write!(f, "  {name:<16}")?;
-                for (mean, std, count) in stats {
-                    let cell = match count {
-                        // No flow in these reports (--no-flow, or a causal model without --flow).
-                        0 => "n/a".to_string(),
-                        _ => format!("{mean:+.3} ± {std:.3}"),
-                    };
-                    write!(f, " {cell:>15}")?;
+                // n/a: no flow in these reports (--no-flow, or a causal model without --flow).
+                for stats in stats {
+                    write!(f, " {:>15}", cell(stats))?;
                 }
                 writeln!(f)?;
             }
             writeln!(f)?;
         }
         Ok(())
+    }
+}
+
+/// `mean ± std`, or n/a where no example had the value.
+fn cell((mean, std, count): LayerStats) -> String {
+    match count {
+        0 => "n/a".to_string(),
+        _ => format!("{mean:+.3} ± {std:.3}"),
     }
 }
 

@@ -177,6 +177,11 @@ pub fn scores() -> impl Iterator<Item = &'static Score> {
     ATTRIBUTIONS.into_iter().flat_map(|a| a.scores())
 }
 
+/// The headline scores (the ones a short table shows), in report order.
+pub fn headline_scores() -> impl Iterator<Item = &'static Score> {
+    scores().filter(|s| s.headline)
+}
+
 /// The score called `name`, if any attribution gives it.
 pub fn score(name: &str) -> Option<&'static Score> {
     scores().find(|s| s.name == name)

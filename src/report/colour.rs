@@ -26,15 +26,15 @@ pub fn ramp(t: f64) -> [u8; 3] {
     std::array::from_fn(|c| (a[c] as f64 + (b[c] as f64 - a[c] as f64) * f).round() as u8)
 }
 
+/// The ends of [`diverging`]: at 1 and at −1 (the pages colour with them too).
+pub const DIVERGING: [[u8; 3]; 2] = [[0xb2, 0x18, 0x2b], [0x21, 0x66, 0xac]];
+
 /// The colour of a signed score `t` in [−1, 1] (clamped; NaN is 0): white at 0, red as it
 /// rises to 1, blue as it falls to −1 (ColorBrewer's RdBu ends), linear in sRGB. Importance
 /// scores, which may lower the prediction as well as raise it, take this scale.
 pub fn diverging(t: f64) -> [u8; 3] {
     let t = if t.is_nan() { 0.0 } else { t.clamp(-1.0, 1.0) };
-    let end: [u8; 3] = match t >= 0.0 {
-        true => [0xb2, 0x18, 0x2b],
-        false => [0x21, 0x66, 0xac],
-    };
+    let end = DIVERGING[usize::from(t < 0.0)];
     std::array::from_fn(|c| (255.0 + (end[c] as f64 - 255.0) * t.abs()).round() as u8)
 }
 

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use super::{probability, Report};
-use crate::faithfulness::{score, scores, Score};
+use crate::faithfulness::{headline_scores, score, Score};
 
 /// Writes nothing unless the report has importance scores.
 pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
@@ -30,8 +30,7 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
         .unwrap_or(5)
         .clamp(5, 16);
     // The headline scores the report has, in report order.
-    let columns: Vec<(&Score, &[f64])> = scores()
-        .filter(|s| s.headline)
+    let columns: Vec<(&Score, &[f64])> = headline_scores()
         .filter_map(|s| Some((s, importance.score(s.name)?)))
         .collect();
     write!(out, "  {:>3}  {:<width$}", "#", "token")?;

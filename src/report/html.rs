@@ -7,10 +7,10 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::colour::RAMP;
+use super::colour::{DIVERGING, RAMP};
 use super::escape::esc;
 use super::{Explained, Renderer};
-use crate::faithfulness::{scores, Score};
+use crate::faithfulness::{headline_scores, Score};
 
 const CSS: &str = include_str!("html/page.css");
 const SCRIPT: &str = include_str!("html/page.js");
@@ -25,6 +25,8 @@ struct PageData<'a, R: Serialize> {
     /// Position in the model's input of each shown token (an encoder's report).
     positions: &'a [usize],
     ramp: &'a [[u8; 3]],
+    /// The ends of the signed scores' scale, at 1 and at −1.
+    diverging: &'a [[u8; 3]; 2],
     /// The generated token the page opens on (a causal report).
     #[serde(skip_serializing_if = "Option::is_none")]
     generated: Option<usize>,
@@ -41,8 +43,9 @@ impl Renderer for Html {
                     report: view,
                     positions: &view.positions,
                     ramp: &RAMP,
+                    diverging: &DIVERGING,
                     generated: None,
-                    scores: headline(),
+                    scores: headline_scores().collect(),
                 };
                 let r = &view.report;
                 let title = format!(
@@ -58,18 +61,15 @@ impl Renderer for Html {
                     report,
                     positions: &[],
                     ramp: &RAMP,
+                    diverging: &DIVERGING,
                     generated: Some(generated.token),
-                    scores: headline(),
+                    scores: headline_scores().collect(),
                 };
                 let title = format!("bert-explain: {}, {}", report.model, report.prompt);
                 write_page(out, &title, &data)
             }
         }
     }
-}
-
-fn headline() -> Vec<&'static Score> {
-    scores().filter(|s| s.headline).collect()
 }
 
 fn write_page<R: Serialize>(

@@ -9,7 +9,7 @@ use super::escape::terminal as terminal_text;
 use super::evaluation::write_evaluation;
 use super::{probability, Explained, Prediction, Renderer, Report, View, SHOWN_LABELS};
 use crate::faithfulness::correlations::Summary;
-use crate::faithfulness::scores;
+use crate::faithfulness::headline_scores;
 use crate::relevance::causal::{layer_mean, CausalMethod};
 
 const BAR_WIDTH: usize = 12;
@@ -387,7 +387,7 @@ impl Terminal {
         // Each headline importance score ranked the same way, over the prompt.
         let scored = report.importance.iter().flatten();
         let m = report.prompt_tokens.len();
-        for score in scores().filter(|s| s.headline) {
+        for score in headline_scores() {
             let map: Option<Vec<Vec<f64>>> = (scored.clone())
                 .map(|i| Some(i.score(score.name)?[..m].to_vec()))
                 .collect();

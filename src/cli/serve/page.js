@@ -251,10 +251,11 @@ function pane(report, i) {
   return box;
 }
 
-// White at 0, red rising to 1, blue falling to −1: signed importance scores.
+// White at 0, to the info's first diverging end at 1 and its second at −1: signed
+// importance scores, as the figure colours them.
 function diverging(t) {
   const v = Math.min(Math.max(Number.isFinite(t) ? t : 0, -1), 1);
-  const end = v >= 0 ? [0xb2, 0x18, 0x2b] : [0x21, 0x66, 0xac];
+  const end = state.info.diverging[v >= 0 ? 0 : 1];
   return `rgb(${end.map((c) => Math.round(255 + (c - 255) * Math.abs(v))).join(", ")})`;
 }
 

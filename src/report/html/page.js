@@ -285,10 +285,11 @@ function paintHeatmaps() {
   });
 }
 
-// White at 0, red rising to 1, blue falling to −1: the figure's scale for signed scores.
+// White at 0, to data.diverging's first end at 1 and its second at −1: the figure's scale
+// for signed scores.
 function diverging(t) {
   const v = Math.min(Math.max(Number.isFinite(t) ? t : 0, -1), 1);
-  const end = v >= 0 ? [0xb2, 0x18, 0x2b] : [0x21, 0x66, 0xac];
+  const end = data.diverging[v >= 0 ? 0 : 1];
   return end.map((c) => Math.round(255 + (c - 255) * Math.abs(v)));
 }
 

@@ -8,7 +8,7 @@ use std::io::Write;
 use super::colour::{diverging, hex, ramp, scale_max, RAMP};
 use super::escape::esc;
 use super::{probability, Explained, Prediction, Renderer, View};
-use crate::faithfulness::{scores, Score};
+use crate::faithfulness::{headline_scores, Score};
 use crate::relevance::causal::CausalMethod;
 
 mod generated;
@@ -214,8 +214,7 @@ fn importance_rows(view: &View) -> Vec<(&'static Score, &[f64])> {
     let Some(importance) = &view.report.importance else {
         return Vec::new();
     };
-    scores()
-        .filter(|s| s.headline)
+    headline_scores()
         .filter_map(|s| Some((s, importance.score(s.name)?)))
         .collect()
 }
