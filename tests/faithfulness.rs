@@ -355,3 +355,67 @@ fn causal_evaluate_refuses_what_it_cannot_use() {
         fails(&all, 2, &[says]);
     }
 }
+
+/// ERASER of each importance score's ranking against
+/// scripts/reference/eraser_importance_reference.py: the references' own scores (torch,
+/// captum, and LXT's relevances) ranked, blanked and run through transformers, for masked
+/// LMs, classifiers (the real sentiment model too) and three generated tokens of three
+/// decoders. Scores whose ranking hinges on a gap a float32 implementation could cross are
+/// left out there, with the reason.
+#[test]
+fn each_scores_eraser_matches_the_reference() {
+    use serde_json::Value;
+    const TOLERANCE: f64 = 1e-5;
+    let folder = repo().join("tests/fixtures/eraser-importance");
+    let read = |name: &str| -> Value {
+        let text = std::fs::read_to_string(folder.join(name)).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let check = |what: &str, got: &Value, want: &Value, importance: &Value| {
+        let got = got["eraser_importance"]
+            .as_object()
+            .expect("eraser_importance");
+        // Every score the report gives has its ERASER.
+        let scored = importance.as_object().unwrap().keys();
+        let scored: Vec<&String> = scored.filter(|k| importance[*k].is_array()).collect();
+        assert_eq!(got.keys().collect::<Vec<_>>(), scored, "{what}");
+        let want = want["eraser_importance"].as_object().unwrap();
+        for (score, w) in want {
+            for side in ["comprehensiveness", "sufficiency"] {
+                let (g, w) = (got[score][side].as_f64(), w[side].as_f64());
+                let (g, w) = (g.unwrap(), w.unwrap());
+                assert!(
+                    (g - w).abs() <= TOLERANCE,
+                    "{what} {score} {side}: {g} vs reference {w}"
+                );
+            }
+        }
+        want.len()
+    };
+    let mut compared = 0;
+    for case in read("cases.json").as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let want = read(&format!("{name}.json"));
+        let mut args: Vec<String> = (want["args"].as_array().unwrap().iter())
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        if case["real"].as_bool().unwrap() {
+            let model = args.iter().position(|a| a == "--model").unwrap() + 1;
+            args[model] = common::sentiment_model().display().to_string();
+        }
+        let got: Value = report_of(bin().current_dir(repo()).args(&args));
+        match want.get("steps") {
+            Some(steps) => {
+                let steps = steps.as_array().unwrap();
+                assert_eq!(got["evaluation"].as_array().unwrap().len(), steps.len());
+                for (k, step) in steps.iter().enumerate() {
+                    let what = format!("{name} token {k}");
+                    let importance = &got["importance"][k];
+                    compared += check(&what, &got["evaluation"][k], step, importance);
+                }
+            }
+            None => compared += check(name, &got["evaluation"], &want, &got["importance"]),
+        }
+    }
+    assert!(compared >= 200, "compared {compared} scores' ERASER");
+}

@@ -10,6 +10,8 @@
 #   there kept), so that long texts stay in at the cost of short ones.
 #   IG_STEPS=N gives integrated gradients N points instead of 50 (--ig-steps).
 #   BERT_EXPLAIN=PATH runs that binary instead of building the release one.
+#   EXTRA_ARGS="..." passes more options (for a causal model's next-word task, "--flow": a
+#   causal model computes flow only when asked).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -44,6 +46,7 @@ if [[ -z "$bin" ]]; then
     (cd "$repo" && cargo build --release --quiet --bin bert-explain)
     bin="${CARGO_TARGET_DIR:-$repo/target}/release/bert-explain"
 fi
+read -ra extra <<< "${EXTRA_ARGS:-}"
 "$bin" --model "$model" --evaluate --ig-steps "${IG_STEPS:-50}" \
-    --mixing "$mixing" --input "$out/input.jsonl" --output "$out/reports.jsonl" \
+    --mixing "$mixing" "${extra[@]}" --input "$out/input.jsonl" --output "$out/reports.jsonl" \
     | tee "$out/summary.txt"

@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
-"""Which method is most faithful: one table over several tasks, from batch mode's reports
+"""Which method is most faithful: two tables over several tasks, from batch mode's reports
 (`scripts/paper/faithfulness.sh`, which runs --evaluate --mixing all).
 
-For every method × aggregation at the last layer (attention's raw, rollout and flow; each SPEC §8
-method's layer, rollout and flow), and for integrated gradients and |gradient × input| as
-non-attention baselines (and the paper's grad and inputgrad at the embedding block's output, and
-AttnLRP and CP-LRP, signed and absolute, where the reports hold them), per task: the Spearman correlation with the paper's blank-out score
-(|p − p(blanked)|) over the tokens with [CLS] and [SEP] left out, and over every token, mean ±
-standard error over the examples; and ERASER's comprehensiveness and sufficiency AOPC
-(bert-explain computes them for the rollout and flow of each method). Rows are ranked by their
-mean rank over the tasks on the first column. The correlations are computed here with scipy
-(average ranks, as bert-explain; a constant side gives no value and the example is skipped).
+Rows: every method × aggregation at the last layer (attention's raw, rollout and flow; each SPEC
+§8 method's layer, rollout and flow), and the importance scores as non-attention baselines:
+integrated gradients, |gradient × input|, the gradient's norm, AttnLRP and CP-LRP (signed and
+absolute), and the paper's grad and inputgrad at the embedding block's output, where the
+reports hold them. An encoder's report is one example; a causal model's (the next-word task:
+`"generate": 1`) one per generated token, over the prompt.
+
+Table 1, per task: the Spearman correlation with the paper's blank-out score (|p − p(blanked)|)
+over the tokens with [CLS] and [SEP] left out, and over every token, mean ± standard error over
+the examples; rows ranked by their mean rank over the tasks on the first column. The
+correlations are computed here with scipy (average ranks, as bert-explain; a constant side
+gives no value and the example is skipped).
+
+Table 2, per task: ERASER's comprehensiveness and sufficiency AOPC, which bert-explain computes
+for the rollout and flow of each method and for each score's ranking (signed scores ranked as
+they are, so their absolute values have none; blank-out, the first table's reference, is a row
+here); rows ranked by their mean rank over the tasks by comprehensiveness.
 
 Usage: python3 scripts/paper/rank.py NAME=REPORTS.jsonl [NAME=REPORTS.jsonl ...] > table.md
 Needs numpy and scipy (the reference environment has them).
@@ -43,31 +51,60 @@ def rho(a, b, keep):
     return float(spearmanr(a, b).statistic)
 
 
-def rankings(report):
-    """(method, aggregation) → the last layer's map over the tokens, and the baselines."""
+def examples(report):
+    """The explained predictions of one report, each as (tokens, its maps' last layers by
+    (method, aggregation), importance, evaluation): an encoder's report is one; a causal
+    model's has one per generated token, over the prompt (its maps are [token][layer])."""
+    if "generated_tokens" not in report:
+        maps = {("attention", agg): report["relevance"][agg][-1] for agg in ("raw", "rollout", "flow")}
+        for name, by_agg in (report.get("methods") or {}).items():
+            if name != "attention":
+                maps.update({(name, agg): by_agg[agg][-1] for agg in ("layer", "rollout", "flow")})
+        yield report["tokens"], maps, report["importance"], report["evaluation"]
+        return
+    tokens = report["prompt_tokens"]
+    m = len(tokens)
+    last = lambda rows: [row[-1] for row in rows[:m]]  # noqa: E731
+    for k, (imp, evaluation) in enumerate(zip(report["importance"], report["evaluation"])):
+        rel = report["relevance"]
+        maps = {("attention", agg): last(rel[agg][k]) for agg in ("raw", "rollout", "flow") if rel.get(agg)}
+        for name, by_agg in (report.get("methods") or {}).items():
+            if name != "attention":
+                maps.update({(name, agg): last(by_agg[agg][k]) for agg in ("layer", "rollout", "flow")
+                             if by_agg.get(agg)})
+        imp = {key: (v[:m] if isinstance(v, list) else v) for key, v in imp.items()}
+        yield tokens, maps, imp, evaluation
+
+
+def rankings(maps, imp, evaluation):
+    """(method, aggregation) → (the last layer's map over the tokens, or None where the row is
+    ERASER's only; the report's ERASER AOPC of it, where computed)."""
+    eraser = evaluation.get("eraser") or {}
+    by_score = evaluation.get("eraser_importance") or {}
     out = {}
-    rel = report["relevance"]
-    for agg in ("raw", "rollout", "flow"):
-        out[("attention", agg)] = rel[agg][-1]
-    for name, maps in (report.get("methods") or {}).items():
-        if name == "attention":
+    for (name, agg), values in maps.items():
+        out[(name, agg)] = (values, eraser.get(name, {}).get(agg))
+    # The scores, each with its own ERASER (reports made since --evaluate computes it); the
+    # absolute values of signed ones have none (ERASER blanks the most positive first).
+    rows = [("integrated gradients", "integrated_gradients", False),
+            ("gradient × input (absolute)", "gradient_x_input_abs", False),
+            ("gradient norm", "gradient_norm", False),
+            # LRP of the explained logit (reports made since --evaluate includes it), signed as
+            # integrated gradients and absolute as gradient × input.
+            ("AttnLRP", "attnlrp", True),
+            ("CP-LRP", "cp_lrp", True),
+            # The paper's grad and inputgrad at the embedding block's output.
+            ("grad (the paper's)", "embedding_gradient_sum_abs", False),
+            ("inputgrad (the paper's)", "embedding_gradient_x_input_abs", False)]
+    for name, key, absolute in rows:
+        if not imp.get(key):
             continue
-        for agg in ("layer", "rollout", "flow"):
-            out[(name, agg)] = maps[agg][-1]
-    imp = report["importance"]
-    out[("integrated gradients", "-")] = imp["integrated_gradients"]
-    out[("gradient × input (absolute)", "-")] = imp["gradient_x_input_abs"]
-    # LRP of the explained logit (reports made since --evaluate includes it), signed as
-    # integrated gradients and absolute as gradient × input.
-    for name, key in (("AttnLRP", "attnlrp"), ("CP-LRP", "cp_lrp")):
-        if imp.get(key):
-            out[(name, "-")] = imp[key]
-            out[(f"{name} (absolute)", "-")] = [abs(v) for v in imp[key]]
-    # The paper's grad and inputgrad at the embedding block's output, where reports have them.
-    for name, key in (("grad (the paper's)", "embedding_gradient_sum_abs"),
-                      ("inputgrad (the paper's)", "embedding_gradient_x_input_abs")):
-        if imp.get(key):
-            out[(name, "-")] = imp[key]
+        out[(name, "-")] = (imp[key], by_score.get(key))
+        if absolute:
+            out[(f"{name} (absolute)", "-")] = ([abs(v) for v in imp[key]], None)
+    # Blank-out itself: the correlations' reference, so in ERASER's table only.
+    if by_score.get("blank_out"):
+        out[("blank-out", "-")] = (None, by_score["blank_out"])
     return out
 
 
@@ -78,21 +115,19 @@ def task_columns(path):
         report = json.loads(line)
         if "error" in report:
             continue
-        n += 1
-        score = report["importance"][SCORE]
-        tokens = report["tokens"]
-        no_specials = [j for j, t in enumerate(tokens) if t not in SPECIALS]
-        every = list(range(len(tokens)))
-        eraser = report["evaluation"].get("eraser") or {}
-        for key, values in rankings(report).items():
-            c = cols.setdefault(key, {"rho": [], "rho_all": [], "comp": [], "suff": []})
-            c["rho"].append(rho(values, score, no_specials))
-            c["rho_all"].append(rho(values, score, every))
-            method, agg = key
-            e = eraser.get(method, {}).get(agg)
-            if e:
-                c["comp"].append(e["comprehensiveness"])
-                c["suff"].append(e["sufficiency"])
+        for tokens, maps, imp, evaluation in examples(report):
+            n += 1
+            score = imp[SCORE]
+            no_specials = [j for j, t in enumerate(tokens) if t not in SPECIALS]
+            every = list(range(len(tokens)))
+            for key, (values, e) in rankings(maps, imp, evaluation).items():
+                c = cols.setdefault(key, {"rho": [], "rho_all": [], "comp": [], "suff": []})
+                if values is not None:
+                    c["rho"].append(rho(values, score, no_specials))
+                    c["rho_all"].append(rho(values, score, every))
+                if e:
+                    c["comp"].append(e["comprehensiveness"])
+                    c["suff"].append(e["sufficiency"])
     return cols, n
 
 
@@ -103,6 +138,19 @@ def fmt(stat, signed=True):
     return f"{m:+.3f} ± {se:.3f}" if signed else f"{m:.3f} ± {se:.3f}"
 
 
+def mean_ranks(tasks, columns, keys, column, higher_is_better=True):
+    """Each row's mean over the tasks of its rank there by `column`'s mean (rows without it
+    in a task are left out of that task's ranking)."""
+    ranks = {k: [] for k in keys}
+    sign = -1 if higher_is_better else 1
+    for name, _ in tasks:
+        having = [k for k in keys if mean_se(columns[name].get(k, {}).get(column, []))]
+        having.sort(key=lambda k: sign * mean_se(columns[name][k][column])[0])
+        for position, k in enumerate(having, 1):
+            ranks[k].append(position)
+    return {k: float(np.mean(r)) for k, r in ranks.items() if r}
+
+
 def main():
     tasks = [arg.split("=", 1) for arg in sys.argv[1:]]
     if not tasks:
@@ -111,30 +159,46 @@ def main():
     counts = {}
     for name, path in tasks:
         columns[name], counts[name] = task_columns(path)
-    keys = list(next(iter(columns.values())).keys())
-    # Rank within each task by the mean correlation (specials left out); then the mean rank.
-    ranks = {k: [] for k in keys}
+    keys = []
     for name, _ in tasks:
-        ordered = sorted(keys, key=lambda k: -(mean_se(columns[name][k]["rho"]) or (-9,))[0])
-        for position, k in enumerate(ordered, 1):
-            ranks[k].append(position)
-    keys.sort(key=lambda k: np.mean(ranks[k]))
-    head = "| rank | method | aggregation |"
-    rule = "|---|---|---|"
+        keys += [k for k in columns[name] if k not in keys]
+    examples = ", ".join(f"{n} {counts[n]}" for n, _ in tasks)
+
+    by_rho = mean_ranks(tasks, columns, keys, "rho")
+    print(f"Spearman ρ of each method's last-layer map with the absolute blank-out drop (mean ± "
+          f"standard error; examples: {examples}); ranked by the mean rank over the tasks of the "
+          f"first column.\n")
+    head, rule = "| rank | method | aggregation |", "|---|---|---|"
     for name, _ in tasks:
-        head += f" {name}: ρ, no [CLS]/[SEP] | {name}: ρ, every token | {name}: comprehensiveness | {name}: sufficiency |"
-        rule += "---|---|---|---|"
-    print(f"Spearman ρ of each method's last-layer map with the absolute blank-out drop and ERASER AOPC (mean ± standard error; "
-          f"examples: {', '.join(f'{n} {counts[n]}' for n, _ in tasks)}); ranked by the mean rank over the tasks of the "
-          f"first column (comprehensiveness: higher is better; sufficiency: lower is better).\n")
+        head += f" {name}: ρ, no [CLS]/[SEP] | {name}: ρ, every token |"
+        rule += "---|---|"
     print(head)
     print(rule)
-    for k in keys:
-        row = f"| {np.mean(ranks[k]):.1f} | {k[0]} | {k[1]} |"
+    for k in sorted(by_rho, key=by_rho.get):
+        row = f"| {by_rho[k]:.1f} | {k[0]} | {k[1]} |"
         for name, _ in tasks:
-            c = columns[name][k]
-            row += (f" {fmt(mean_se(c['rho']))} | {fmt(mean_se(c['rho_all']))} | {fmt(mean_se(c['comp']))} |"
-                    f" {fmt(mean_se(c['suff']))} |")
+            c = columns[name].get(k, {"rho": [], "rho_all": []})
+            row += f" {fmt(mean_se(c['rho']))} | {fmt(mean_se(c['rho_all']))} |"
+        print(row)
+
+    by_comp = mean_ranks(tasks, columns, keys, "comp")
+    by_suff = mean_ranks(tasks, columns, keys, "suff", higher_is_better=False)
+    print(f"\nERASER AOPC of each last-layer rollout and flow map and of each score's ranking "
+          f"(mean ± standard error; examples: {examples}); ranked by the mean rank over the tasks "
+          f"of comprehensiveness (higher is better), with the mean rank of sufficiency (lower is "
+          f"better) beside it.\n")
+    head = "| rank, comp. | rank, suff. | method | aggregation |"
+    rule = "|---|---|---|---|"
+    for name, _ in tasks:
+        head += f" {name}: comprehensiveness | {name}: sufficiency |"
+        rule += "---|---|"
+    print(head)
+    print(rule)
+    for k in sorted(by_comp, key=by_comp.get):
+        row = f"| {by_comp[k]:.1f} | {by_suff.get(k, float('nan')):.1f} | {k[0]} | {k[1]} |"
+        for name, _ in tasks:
+            c = columns[name].get(k, {"comp": [], "suff": []})
+            row += f" {fmt(mean_se(c['comp']))} | {fmt(mean_se(c['suff']))} |"
         print(row)
 
 

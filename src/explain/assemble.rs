@@ -8,18 +8,20 @@ use super::ExplainOptions;
 use crate::attention::AttentionStack;
 use crate::device::device_name;
 use crate::error::{Error, Result};
-use crate::faithfulness::eraser::{eraser_of, Erasable, Eraser};
+use crate::faithfulness::eraser::{eraser_of, Aopc, Erasable, Eraser};
+use crate::faithfulness::Importance;
 use crate::methods::{Methods, Mixing};
 use crate::relevance::{AttentionGraph, Progress, Relevance};
 use crate::report::{Prediction, Report, Target};
 
-/// ERASER of attention's last-layer rollout and flow (where computed), and of every other
-/// method's.
+/// ERASER of attention's last-layer rollout and flow (where computed), of every other
+/// method's, and of every importance score's ranking.
 pub(super) fn eraser_of_every_map(
     input: &Erasable,
     relevance: &Relevance,
     methods: Option<&Methods>,
-) -> Result<BTreeMap<String, Eraser>> {
+    importance: &Importance,
+) -> Result<(BTreeMap<String, Eraser>, BTreeMap<String, Aopc>)> {
     let last = |maps: &'_ [Vec<f64>]| -> Vec<f64> { maps.last().cloned().unwrap_or_default() };
     let last_of = |maps: &'_ Option<Vec<Vec<f64>>>| maps.as_deref().map(last);
     let mut named = vec![(
@@ -32,7 +34,7 @@ pub(super) fn eraser_of_every_map(
             named.push((name.clone(), last(&maps.rollout), last_of(&maps.flow)));
         }
     }
-    eraser_of(input, named)
+    eraser_of(input, named, importance)
 }
 
 /// Explains an attention stack saved by another framework: the same maps, no prediction.

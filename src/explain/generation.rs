@@ -273,7 +273,10 @@ impl CausalExplainer {
                     query: &query,
                     probability: scores.probability,
                 };
-                evaluation.eraser = Some(eraser_of(&erasable, last_layer_maps(maps, k, n))?);
+                let named = last_layer_maps(maps, k, n);
+                let (by_map, by_score) = eraser_of(&erasable, named, &scores)?;
+                evaluation.eraser = Some(by_map);
+                evaluation.eraser_importance = Some(by_score);
             }
             importances.push(scores);
             evaluations.push(evaluation);

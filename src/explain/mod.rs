@@ -368,11 +368,10 @@ impl Explainer {
                 probability: scores.probability,
             };
             if query.only.is_none() {
-                evaluation.eraser = Some(eraser_of_every_map(
-                    &erasable,
-                    &report.relevance,
-                    methods.as_ref(),
-                )?);
+                let (by_map, by_score) =
+                    eraser_of_every_map(&erasable, &report.relevance, methods.as_ref(), &scores)?;
+                evaluation.eraser = Some(by_map);
+                evaluation.eraser_importance = Some(by_score);
             }
             report.evaluation = Some(evaluation);
             report.importance = Some(scores);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::eraser::Eraser;
+use super::eraser::{Aopc, Eraser};
 use super::{Importance, Score};
 use crate::methods::{CausalMixings, Methods, Mixing};
 use crate::relevance::causal::{by_layer, CausalRelevance};
@@ -79,6 +79,10 @@ pub struct Evaluation {
     /// and flow (SPEC §8), by mixing name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eraser: Option<BTreeMap<String, Eraser>>,
+    /// ERASER comprehensiveness and sufficiency (AOPC) of each importance score's ranking of
+    /// the tokens (signed scores as they are: the most positive first), by the score's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eraser_importance: Option<BTreeMap<String, Aopc>>,
 }
 
 /// Correlates each row of `maps` with `score`, over the positions `keep` allows (all
@@ -221,6 +225,7 @@ impl Evaluation {
             without_specials: specials.is_some(),
             methods,
             eraser: None,
+            eraser_importance: None,
         }
     }
 
@@ -312,6 +317,8 @@ pub struct Summary {
     /// Per method: rollout comprehensiveness, rollout sufficiency, flow comprehensiveness,
     /// flow sufficiency, one value per example.
     eraser: Vec<(String, [Vec<f64>; 4])>,
+    /// Per importance score: comprehensiveness and sufficiency, one value per example.
+    eraser_importance: Vec<(String, [Vec<f64>; 2])>,
     pub examples: usize,
     /// Whether the correlations left special tokens out (`--correlate-without-specials`).
     pub without_specials: bool,
@@ -322,13 +329,6 @@ impl Summary {
         self.examples += 1;
         self.without_specials |= evaluation.without_specials;
         for (name, e) in evaluation.eraser.iter().flatten() {
-            let slot = match self.eraser.iter().position(|(n, _)| n == name) {
-                Some(i) => &mut self.eraser[i].1,
-                None => {
-                    self.eraser.push((name.clone(), Default::default()));
-                    &mut self.eraser.last_mut().unwrap().1
-                }
-            };
             // A report without flow adds to the rollout's columns only.
             let values = [
                 Some(e.rollout.comprehensiveness),
@@ -336,22 +336,17 @@ impl Summary {
                 e.flow.map(|f| f.comprehensiveness),
                 e.flow.map(|f| f.sufficiency),
             ];
-            for (column, value) in slot.iter_mut().zip(values) {
+            for (column, value) in slot(&mut self.eraser, name).iter_mut().zip(values) {
                 column.extend(value);
             }
         }
+        for (name, aopc) in evaluation.eraser_importance.iter().flatten() {
+            let [comprehensiveness, sufficiency] = slot(&mut self.eraser_importance, name);
+            comprehensiveness.push(aopc.comprehensiveness);
+            sufficiency.push(aopc.sufficiency);
+        }
         for (score, method, layers) in evaluation.entries() {
-            let slot = match self
-                .values
-                .iter()
-                .position(|(key, _)| key.0 == score && key.1 == method)
-            {
-                Some(i) => &mut self.values[i].1,
-                None => {
-                    self.values.push(((score.to_string(), method), Vec::new()));
-                    &mut self.values.last_mut().unwrap().1
-                }
-            };
+            let slot = slot(&mut self.values, &(score.to_string(), method));
             slot.resize(slot.len().max(layers.len()), Vec::new());
             for (l, value) in layers.iter().enumerate() {
                 if let Some(v) = value {
@@ -359,6 +354,18 @@ impl Summary {
                 }
             }
         }
+    }
+
+    /// `(score, [comprehensiveness, sufficiency] as (mean, std, count))` of the ERASER AOPC
+    /// of each importance score's ranking, in the order of [`super::scores`].
+    pub fn eraser_importance_rows(&self) -> Vec<(&str, [LayerStats; 2])> {
+        let stats = |name: &str| {
+            let (_, columns) = self.eraser_importance.iter().find(|(n, _)| n == name)?;
+            Some(columns.each_ref().map(|v| mean_std(v)))
+        };
+        super::scores()
+            .filter_map(|s| Some((s.name, stats(s.name)?)))
+            .collect()
     }
 
     /// `(method, [rollout comprehensiveness, rollout sufficiency, flow comprehensiveness,
@@ -442,8 +449,43 @@ impl std::fmt::Display for Summary {
             }
             writeln!(f)?;
         }
+        let by_score = self.eraser_importance_rows();
+        if !by_score.is_empty() {
+            writeln!(
+                f,
+                "ERASER AOPC of each importance score's ranking (mean ± std over {} examples)",
+                self.examples
+            )?;
+            writeln!(f, "  {:<30} {:>15} {:>15}", "score", "comp.", "suff.")?;
+            for (name, [comprehensiveness, sufficiency]) in by_score {
+                writeln!(
+                    f,
+                    "  {name:<30} {:>15} {:>15}",
+                    cell(comprehensiveness),
+                    cell(sufficiency)
+                )?;
+            }
+            writeln!(f)?;
+        }
         Ok(())
     }
+}
+
+/// The entry for `key` in `entries`, added empty where there is none yet (kept in the
+/// order the keys were first seen).
+fn slot<'a, K, V>(entries: &'a mut Vec<(K, V)>, key: &K) -> &'a mut V
+where
+    K: PartialEq + Clone,
+    V: Default,
+{
+    let i = match entries.iter().position(|(k, _)| k == key) {
+        Some(i) => i,
+        None => {
+            entries.push((key.clone(), V::default()));
+            entries.len() - 1
+        }
+    };
+    &mut entries[i].1
 }
 
 /// `mean ± std`, or n/a where no example had the value.
@@ -508,6 +550,7 @@ mod tests {
             without_specials: false,
             methods: None,
             eraser: None,
+            eraser_importance: None,
         };
         let mut summary = Summary::default();
         summary.add(&evaluation(0.2));

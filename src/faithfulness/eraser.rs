@@ -4,13 +4,15 @@
 //! **comprehensiveness** p(y|x) − p(y|x with the top k blanked) and **sufficiency**
 //! p(y|x) − p(y|x with all but the top k blanked); AOPC is the mean over the k. High
 //! comprehensiveness and low sufficiency say the map found what the prediction rests on.
+//! Each importance score's ranking is measured the same way (signed scores as they are, the
+//! most positive first).
 
 use std::collections::BTreeMap;
 
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
-use super::{probabilities, ImportanceQuery, Predictor};
+use super::{probabilities, Importance, ImportanceQuery, Predictor};
 use crate::error::{Error, Result};
 
 /// The percentages of the removable tokens that are blanked (or kept).
@@ -45,17 +47,28 @@ pub struct Erasable<'a> {
 }
 
 /// AOPC of each map in `maps` (each n relevance values), in order, with every blanked
-/// text of every map run as one batch.
+/// text run as one batch; maps that rank the tokens alike share their texts.
 pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
     let n = input.ids.len();
     let removable: Vec<usize> = (0..n).filter(|&j| !input.fixed[j]).collect();
-    let mut texts: Vec<Vec<u32>> = Vec::new();
+    // Each map's index among the distinct rankings.
+    let mut rankings: Vec<Vec<usize>> = Vec::new();
+    let mut of_map = Vec::with_capacity(maps.len());
     for map in maps {
-        let ranked = ranked(map, &removable);
+        let order = ranked(map, &removable);
+        let index = match rankings.iter().position(|r| *r == order) {
+            Some(index) => index,
+            None => {
+                rankings.push(order);
+                rankings.len() - 1
+            }
+        };
+        of_map.push(index);
+    }
+    let mut texts: Vec<Vec<u32>> = Vec::new();
+    for ranked in &rankings {
         for percent in PERCENTS {
-            let k = top_k(percent, ranked.len());
-            let top = &ranked[..k];
-            let rest = &ranked[k..];
+            let (top, rest) = ranked.split_at(top_k(percent, ranked.len()));
             texts.push(blanked(input, top));
             texts.push(blanked(input, rest));
         }
@@ -67,7 +80,7 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
     let ids = Tensor::from_vec(batch, (texts.len(), n), input.model.device())?;
     let p = probabilities(input.model, &ids, input.types, input.target, input.query.id)?;
     let base = input.probability;
-    let result: Vec<Aopc> = p
+    let by_ranking: Vec<Aopc> = p
         .chunks(2 * PERCENTS.len())
         .map(|runs| {
             let mean = |offset: usize| {
@@ -84,7 +97,7 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
             }
         })
         .collect();
-    if result
+    if by_ranking
         .iter()
         .any(|a| !(a.comprehensiveness.is_finite() && a.sufficiency.is_finite()))
     {
@@ -92,22 +105,27 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
             what: "an ERASER score".into(),
         });
     }
-    Ok(result)
+    Ok(of_map.into_iter().map(|i| by_ranking[i]).collect())
 }
 
 /// ERASER of each named method's last-layer rollout and flow (`(name, rollout, flow)`, each
-/// map n values), with every blanked text of every map run as one batch.
+/// map n values), and of each importance score's ranking (by name), with every blanked text
+/// run as one batch.
 pub fn eraser_of(
     input: &Erasable,
     named: Vec<(String, Vec<f64>, Option<Vec<f64>>)>,
-) -> Result<BTreeMap<String, Eraser>> {
+    importance: &Importance,
+) -> Result<(BTreeMap<String, Eraser>, BTreeMap<String, Aopc>)> {
+    let scores = importance.scores();
     let maps: Vec<&[f64]> = named
         .iter()
         .flat_map(|(_, rollout, flow)| std::iter::once(rollout.as_slice()).chain(flow.as_deref()))
+        .chain(scores.iter().map(|(_, values)| *values))
         .collect();
-    // One score per map, in the maps' order: each name's rollout, then its flow if any.
-    let scores = aopc(input, &maps)?;
-    let mut next = scores.iter().copied();
+    // One AOPC per map, in the maps' order: each name's rollout, then its flow if any; then
+    // each score.
+    let aopcs = aopc(input, &maps)?;
+    let mut next = aopcs.into_iter();
     let mut eraser = BTreeMap::new();
     for (name, _, flow) in named {
         if let Some(rollout) = next.next() {
@@ -115,7 +133,12 @@ pub fn eraser_of(
             eraser.insert(name, Eraser { rollout, flow });
         }
     }
-    Ok(eraser)
+    let by_score = scores
+        .iter()
+        .zip(next)
+        .map(|((name, _), aopc)| (name.to_string(), aopc))
+        .collect();
+    Ok((eraser, by_score))
 }
 
 /// `removable` ordered by relevance rounded to 10 decimals, highest first; ties by

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use super::{probability, Report};
-use crate::faithfulness::{headline_scores, score, Score};
+use crate::faithfulness::{headline_scores, score, scores, Score};
 
 /// Writes nothing unless the report has importance scores.
 pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
@@ -128,6 +128,19 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
                 )?,
                 None => writeln!(out, " {:>15} {:>15}", "no flow", "no flow")?,
             }
+        }
+    }
+    if let Some(by_score) = &evaluation.eraser_importance {
+        writeln!(out)?;
+        writeln!(out, "ERASER AOPC of each importance score's ranking")?;
+        writeln!(out, "  {:<30} {:>15} {:>15}", "score", "comp.", "suff.")?;
+        for score in scores().filter(|s| by_score.contains_key(s.name)) {
+            let aopc = by_score[score.name];
+            writeln!(
+                out,
+                "  {:<30} {:>+15.4} {:>+15.4}",
+                score.name, aopc.comprehensiveness, aopc.sufficiency
+            )?;
         }
     }
     Ok(())

@@ -104,14 +104,15 @@ impl View {
         if let Some(importance) = &mut shown.importance {
             importance.pick(&kept);
             if let Some(evaluation) = &shown.evaluation {
-                let eraser = evaluation.eraser.clone();
                 // The hidden tokens include every special one: none is left to leave out.
-                let mut recomputed =
+                let recomputed =
                     Evaluation::compute(&shown.relevance, shown.methods.as_ref(), importance, None);
-                recomputed.without_specials = evaluation.without_specials;
                 // ERASER never blanks special tokens: hiding them changes nothing there.
-                recomputed.eraser = eraser;
-                shown.evaluation = Some(recomputed);
+                shown.evaluation = Some(Evaluation {
+                    scores: recomputed.scores,
+                    methods: recomputed.methods,
+                    ..evaluation.clone()
+                });
             }
         }
         Self {
