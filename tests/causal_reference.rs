@@ -1,6 +1,7 @@
 //! Causal mode against the transformers reference (scripts/reference/causal_reference.py) on
-//! models/tiny-gpt2: the same greedy tokens, and raw attention, rollout, corrected rollout and
-//! flow to 1e-5 end to end, and to 1e-9 on the reference's own attention tensors.
+//! models/tiny-gpt2 and models/austen-gpt2 (trained here, a word-level vocabulary): the same
+//! tokens, greedy continuations, and raw attention, rollout, corrected rollout and flow to 1e-5
+//! end to end, and to 1e-9 on the reference's own attention tensors.
 
 mod common;
 
@@ -21,6 +22,7 @@ const SAME_ATTENTION: f64 = 1e-9;
 #[derive(Deserialize)]
 struct Case {
     name: String,
+    model: String,
     prompt: String,
     generate: usize,
 }
@@ -67,9 +69,9 @@ fn all_methods() -> CausalMethods {
 
 #[test]
 fn greedy_tokens_and_every_method_match_the_reference() {
-    let source = ModelSource::Folder(repo().join("models/tiny-gpt2"));
-    let explainer = CausalExplainer::load(&source, &Device::Cpu).unwrap();
     for case in cases() {
+        let source = ModelSource::Folder(repo().join("models").join(&case.model));
+        let explainer = CausalExplainer::load(&source, &Device::Cpu).unwrap();
         let want: Fixture = read(format!("{}.json", case.name));
         let options = CausalOptions {
             generate: case.generate,
