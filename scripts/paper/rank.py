@@ -67,7 +67,8 @@ def examples(report):
     last = lambda rows: [row[-1] for row in rows[:m]]  # noqa: E731
     for k, (imp, evaluation) in enumerate(zip(report["importance"], report["evaluation"])):
         rel = report["relevance"]
-        maps = {("attention", agg): last(rel[agg][k]) for agg in ("raw", "rollout", "flow") if rel.get(agg)}
+        aggregations = ("raw", "rollout", "rollout_corrected", "flow")  # corrected: --correction
+        maps = {("attention", agg): last(rel[agg][k]) for agg in aggregations if rel.get(agg)}
         for name, by_agg in (report.get("methods") or {}).items():
             if name != "attention":
                 maps.update({(name, agg): last(by_agg[agg][k]) for agg in ("layer", "rollout", "flow")
