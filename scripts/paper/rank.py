@@ -65,8 +65,8 @@ def examples(report):
     tokens = report["prompt_tokens"]
     m = len(tokens)
     last = lambda rows: [row[-1] for row in rows[:m]]  # noqa: E731
+    rel = report["relevance"]
     for k, (imp, evaluation) in enumerate(zip(report["importance"], report["evaluation"])):
-        rel = report["relevance"]
         aggregations = ("raw", "rollout", "rollout_corrected", "flow")  # corrected: --correction
         maps = {("attention", agg): last(rel[agg][k]) for agg in aggregations if rel.get(agg)}
         for name, by_agg in (report.get("methods") or {}).items():
@@ -169,18 +169,7 @@ def main():
     print(f"Spearman ρ of each method's last-layer map with the absolute blank-out drop (mean ± "
           f"standard error; examples: {examples}); ranked by the mean rank over the tasks of the "
           f"first column.\n")
-    head, rule = "| rank | method | aggregation |", "|---|---|---|"
-    for name, _ in tasks:
-        head += f" {name}: ρ, no [CLS]/[SEP] | {name}: ρ, every token |"
-        rule += "---|---|"
-    print(head)
-    print(rule)
-    for k in sorted(by_rho, key=by_rho.get):
-        row = f"| {by_rho[k]:.1f} | {k[0]} | {k[1]} |"
-        for name, _ in tasks:
-            c = columns[name].get(k, {"rho": [], "rho_all": []})
-            row += f" {fmt(mean_se(c['rho']))} | {fmt(mean_se(c['rho_all']))} |"
-        print(row)
+    table(tasks, columns, [("rank", by_rho)], [("rho", "ρ, no [CLS]/[SEP]"), ("rho_all", "ρ, every token")])
 
     by_comp = mean_ranks(tasks, columns, keys, "comp")
     by_suff = mean_ranks(tasks, columns, keys, "suff", higher_is_better=False)
@@ -188,20 +177,28 @@ def main():
           f"(mean ± standard error; examples: {examples}); ranked by the mean rank over the tasks "
           f"of comprehensiveness (higher is better), with the mean rank of sufficiency (lower is "
           f"better) beside it.\n")
-    head = "| rank, comp. | rank, suff. | method | aggregation |"
-    rule = "|---|---|---|---|"
+    table(tasks, columns, [("rank, comp.", by_comp), ("rank, suff.", by_suff)],
+          [("comp", "comprehensiveness"), ("suff", "sufficiency")])
+
+
+def table(tasks, columns, ranks, cells):
+    """One Markdown table: a column per mean rank in `ranks` ((header, row → rank), rows in the
+    first one's order), then per task a column per (statistic, header) in `cells`."""
+    head = "| " + " | ".join(header for header, _ in ranks) + " | method | aggregation |"
+    rule = "|---" * (len(ranks) + 2) + "|"
     for name, _ in tasks:
-        head += f" {name}: comprehensiveness | {name}: sufficiency |"
-        rule += "---|---|"
+        head += "".join(f" {name}: {header} |" for _, header in cells)
+        rule += "---|" * len(cells)
     print(head)
     print(rule)
-    for k in sorted(by_comp, key=by_comp.get):
-        row = f"| {by_comp[k]:.1f} | {by_suff.get(k, float('nan')):.1f} | {k[0]} | {k[1]} |"
+    order = ranks[0][1]
+    for k in sorted(order, key=order.get):
+        row = "| " + " | ".join(f"{rank.get(k, float('nan')):.1f}" for _, rank in ranks)
+        row += f" | {k[0]} | {k[1]} |"
         for name, _ in tasks:
-            c = columns[name].get(k, {"comp": [], "suff": []})
-            row += f" {fmt(mean_se(c['comp']))} | {fmt(mean_se(c['suff']))} |"
+            c = columns[name].get(k, {})
+            row += "".join(f" {fmt(mean_se(c.get(stat, [])))} |" for stat, _ in cells)
         print(row)
-
 
 if __name__ == "__main__":
     main()

@@ -281,6 +281,12 @@ def rank_and_erase(values, removable, erase, float32_gaps=None, other=None, sour
     return kept, left_out
 
 
+def case_header(case):
+    """What every fixture starts with: the case as cases.json names it."""
+    return {"name": case["name"], "kind": case["kind"], "model": case["model"],
+            "real": bool(case.get("real")), "text": case["text"]}
+
+
 def encoder_case(case):
     folder = os.path.join(MODELS, case["model"])
     blank = case.get("blank", "unk")
@@ -344,11 +350,7 @@ def encoder_case(case):
         args += ["--blank", blank]
     args.append(case["text"])
     return {
-        "name": case["name"],
-        "kind": case["kind"],
-        "model": case["model"],
-        "real": bool(case.get("real")),
-        "text": case["text"],
+        **case_header(case),
         "args": args,
         "ids": ids,
         "tokens": tokens,
@@ -438,11 +440,7 @@ def causal_case(case):
         if y in ends:
             break
     return {
-        "name": case["name"],
-        "kind": case["kind"],
-        "model": case["model"],
-        "real": bool(case.get("real")),
-        "text": case["text"],
+        **case_header(case),
         "args": ["--json", "--evaluate", "--model", f"models/{case['model']}", "--generate",
                  str(GENERATE), case["text"]],
         "prompt_ids": prompt,

@@ -103,16 +103,13 @@ impl View {
         // correlations are recomputed over the kept tokens.
         if let Some(importance) = &mut shown.importance {
             importance.pick(&kept);
-            if let Some(evaluation) = &shown.evaluation {
+            if let Some(evaluation) = &mut shown.evaluation {
                 // The hidden tokens include every special one: none is left to leave out.
                 let recomputed =
                     Evaluation::compute(&shown.relevance, shown.methods.as_ref(), importance, None);
                 // ERASER never blanks special tokens: hiding them changes nothing there.
-                shown.evaluation = Some(Evaluation {
-                    scores: recomputed.scores,
-                    methods: recomputed.methods,
-                    ..evaluation.clone()
-                });
+                evaluation.scores = recomputed.scores;
+                evaluation.methods = recomputed.methods;
             }
         }
         Self {
