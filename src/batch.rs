@@ -12,7 +12,9 @@ use serde::Deserialize;
 
 use crate::error::Result;
 use crate::explain::generation::{CausalExplainer, CausalOptions};
-use crate::explain::{EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded};
+use crate::explain::{
+    EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded, Grouping,
+};
 use crate::faithfulness::correlations::Summary;
 use crate::generate::Decoding;
 use crate::input::{Line, Lines, LINE_LIMIT};
@@ -94,8 +96,9 @@ pub fn is_blank(line: &Line) -> bool {
 /// A loaded model and the options every line starts from (a line's own fields win).
 #[derive(Clone, Copy)]
 pub enum Batch<'a> {
-    /// An encoder: each line's masked word, label or replaced token.
-    Encoder(&'a Explainer, &'a ExplainOptions),
+    /// An encoder: each line's masked word, label or replaced token, the lines' forward
+    /// passes grouped as [`Grouping`] says.
+    Encoder(&'a Explainer, &'a ExplainOptions, Grouping),
     /// A causal language model: each line's prompt continued and its generation explained.
     Causal(&'a CausalExplainer, &'a CausalOptions),
 }
@@ -104,8 +107,18 @@ impl Batch<'_> {
     /// Where the model runs: "cpu", "cuda" or "metal".
     pub fn device_name(&self) -> &'static str {
         match self {
-            Batch::Encoder(explainer, _) => explainer.device_name(),
+            Batch::Encoder(explainer, ..) => explainer.device_name(),
             Batch::Causal(explainer, _) => explainer.device_name(),
+        }
+    }
+
+    /// How many lines are read before their forward passes run (grouped by length): a
+    /// group's worth twice over for an encoder, one for a causal model (each prompt's
+    /// generation is its own).
+    pub fn window(&self) -> usize {
+        match self {
+            Batch::Encoder(_, _, grouping) if grouping.size > 1 => 2 * grouping.size,
+            _ => 1,
         }
     }
 }
@@ -136,10 +149,19 @@ impl Record {
     }
 }
 
-/// Explains line `number` of a batch file: its fields (`text`, `target`, ...) over the
-/// batch's options, as batch mode does for every line.
-pub fn explain_record(batch: Batch, number: usize, line: &Line) -> Record {
-    finish_line(number, start_line(batch, line))
+/// Explains lines of a batch file, each `(number, line)`: its fields (`text`, `target`,
+/// ...) over the batch's options, the forward passes grouped, as batch mode does; one record
+/// per line, in their order.
+pub fn explain_records(batch: Batch, lines: &[(usize, Line)]) -> Vec<Record> {
+    let parsed = lines
+        .iter()
+        .map(|(_, line)| parse_line(batch, line))
+        .collect();
+    start_lines(batch, parsed)
+        .into_iter()
+        .zip(lines)
+        .map(|(started, (number, _))| finish_line(*number, started))
+        .collect()
 }
 
 /// Explains every non-blank line of `input`, writing one JSON line per input line to
@@ -147,11 +169,12 @@ pub fn explain_record(batch: Batch, number: usize, line: &Line) -> Record {
 /// explained (the others still run). `progress(done)` is called after each line.
 ///
 /// A pipeline: this thread writes; one thread reads the lines and runs the model's forward
-/// passes ([`Explainer::forward`], all the device's work for a plain report); one worker a
-/// core finishes the reports on the host ([`Explainer::finish`]: flow above all), while the
-/// forward passes of the next lines run. Reports are written in the input's order, and
-/// memory stays bounded whatever the input: lines are read one at a time, each capped, and
-/// at most a worker's count plus two lines are in flight.
+/// passes ([`Explainer::forward_many`], all the device's work for a plain report, a group of
+/// lines of near lengths at a time); one worker a core finishes the reports on the host
+/// ([`Explainer::finish`]: flow above all), while the forward passes of the next lines run.
+/// Reports are written in the input's order, and memory stays bounded whatever the input:
+/// lines are read one at a time, each capped, and at most a worker's count, two, and the
+/// lines read before a forward pass ([`Batch::window`]) are in flight.
 pub fn run_batch(
     batch: Batch,
     input: impl BufRead + Send,
@@ -159,7 +182,8 @@ pub fn run_batch(
     mut progress: impl FnMut(usize),
 ) -> Result<BatchOutcome> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let in_flight = workers + 2;
+    let window = batch.window();
+    let in_flight = workers + 2 + window;
     std::thread::scope(|scope| {
         // A ticket for every line in flight, handed back as its record is written.
         let (ticket_tx, ticket_rx) = mpsc::sync_channel::<()>(in_flight);
@@ -171,21 +195,35 @@ pub fn run_batch(
         let reader = scope.spawn(move || -> std::io::Result<(f64, ForwardSeconds)> {
             let mut busy = Duration::ZERO;
             let mut stages = ForwardSeconds::default();
-            for (seq, line) in examples(input).enumerate() {
-                if ticket_rx.recv().is_err() {
-                    break; // the writer has stopped
+            let mut lines = examples(input).enumerate().peekable();
+            let mut seq = 0;
+            while lines.peek().is_some() {
+                // A window of lines, each with its ticket, then their forward passes.
+                let mut read = Vec::with_capacity(window);
+                while read.len() < window {
+                    if ticket_rx.recv().is_err() {
+                        return Ok((busy.as_secs_f64(), stages)); // the writer has stopped
+                    }
+                    let Some((_, line)) = lines.next() else {
+                        break;
+                    };
+                    let (number, line) = line?;
+                    read.push((number, parse_line(batch, &line)));
                 }
-                let (number, line) = line?;
                 let start = Instant::now();
-                let started = start_line(batch, &line);
+                let (numbers, parsed): (Vec<usize>, Vec<_>) = read.into_iter().unzip();
+                let started = start_lines(batch, parsed);
                 busy += start.elapsed();
-                if let Ok(Started::Forwarded(_, started)) = &started {
-                    let forwarded = &started.1;
-                    stages.model += forwarded.seconds().model;
-                    stages.to_host += forwarded.seconds().to_host;
-                }
-                if job_tx.send((seq, number, started)).is_err() {
-                    break;
+                for (number, started) in numbers.into_iter().zip(started) {
+                    if let Ok(Started::Forwarded(_, started)) = &started {
+                        let forwarded = &started.1;
+                        stages.model += forwarded.seconds().model;
+                        stages.to_host += forwarded.seconds().to_host;
+                    }
+                    if job_tx.send((seq, number, started)).is_err() {
+                        return Ok((busy.as_secs_f64(), stages));
+                    }
+                    seq += 1;
                 }
             }
             Ok((busy.as_secs_f64(), stages))
@@ -254,20 +292,22 @@ enum Started<'a> {
     Prompt(&'a CausalExplainer, String, Box<CausalOptions>),
 }
 
-/// Reads a line's fields over the batch's options and, for an encoder, runs the forward
-/// pass; or says why the line cannot be explained.
-fn start_line<'a>(batch: Batch<'a>, line: &Line) -> StartedLine<'a> {
+/// A line read: an encoder's text and options, or a causal model's line started; or why
+/// the line cannot be explained.
+type ParsedLine<'a> = std::result::Result<Parsed<'a>, String>;
+
+enum Parsed<'a> {
+    Text(String, Box<ExplainOptions>),
+    Started(Started<'a>),
+}
+
+/// Reads a line's fields over the batch's options; or says why the line cannot be explained.
+fn parse_line<'a>(batch: Batch<'a>, line: &Line) -> ParsedLine<'a> {
     let example = Example::parse(line)?;
     match batch {
-        Batch::Encoder(explainer, options) => {
+        Batch::Encoder(_, options, _) => {
             let options = encoder_options(example_fields(&example, false)?, options)?;
-            let forwarded = explainer
-                .forward(&example.text, &options)
-                .map_err(|e| e.to_string())?;
-            Ok(Started::Forwarded(
-                explainer,
-                Box::new((options, forwarded)),
-            ))
+            Ok(Parsed::Text(example.text, Box::new(options)))
         }
         Batch::Causal(explainer, options) => {
             example_fields(&example, true)?;
@@ -280,9 +320,46 @@ fn start_line<'a>(batch: Batch<'a>, line: &Line) -> StartedLine<'a> {
                 };
                 options.decoding = Decoding::Sample { seed, temperature };
             }
-            Ok(Started::Prompt(explainer, example.text, Box::new(options)))
+            Ok(Parsed::Started(Started::Prompt(
+                explainer,
+                example.text,
+                Box::new(options),
+            )))
         }
     }
+}
+
+/// The lines read, an encoder's through their forward passes (grouped as the batch says),
+/// in their order.
+fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine<'a>>) -> Vec<StartedLine<'a>> {
+    let texts: Vec<(&str, &ExplainOptions)> = parsed
+        .iter()
+        .filter_map(|line| match line {
+            Ok(Parsed::Text(text, options)) => Some((text.as_str(), options.as_ref())),
+            _ => None,
+        })
+        .collect();
+    let mut forwarded = match batch {
+        Batch::Encoder(explainer, _, grouping) => explainer
+            .forward_many(&texts, &grouping)
+            .into_iter()
+            .map(|f| (explainer, f))
+            .collect(),
+        Batch::Causal(..) => Vec::new(),
+    }
+    .into_iter();
+    parsed
+        .into_iter()
+        .map(|line| match line? {
+            Parsed::Started(started) => Ok(started),
+            Parsed::Text(_, options) => {
+                let (explainer, forwarded) = forwarded.next().expect("one result per text");
+                forwarded
+                    .map(|f| Started::Forwarded(explainer, Box::new((*options, f))))
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .collect()
 }
 
 /// `example`, with the fields its model's kind does not read refused (`causal`: the model

@@ -213,6 +213,7 @@ fn terminal_shows_the_scores_and_correlations() {
 #[test]
 fn the_batch_pipeline_keeps_the_order_and_the_numbers() {
     use bert_explain::batch::{run_batch, Batch};
+    use bert_explain::explain::Grouping;
     use bert_explain::{ExplainOptions, Explainer, ModelSource};
 
     let model = repo().join("models/tiny-bert-modern");
@@ -241,7 +242,7 @@ fn the_batch_pipeline_keeps_the_order_and_the_numbers() {
     };
     let mut output = Vec::new();
     let mut seen = Vec::new();
-    let batch = Batch::Encoder(&explainer, &options);
+    let batch = Batch::Encoder(&explainer, &options, Grouping::ONE);
     let outcome = run_batch(batch, input.as_bytes(), &mut output, |done| seen.push(done)).unwrap();
     assert_eq!((outcome.examples, outcome.failed), (8, 2));
     assert_eq!(seen, (1..=8).collect::<Vec<_>>());

@@ -390,7 +390,9 @@ class Explainer:
     def explain_batch(self, texts: Iterable[str], **options: Any) -> list:
         """One report per text, with the options of :meth:`explain` applied to each
         (``figure`` and ``html`` only with one text); the first text that fails raises. The
-        GIL stays released for the whole batch; Ctrl-C stops it within the text under way."""
+        texts of near lengths share forward passes, ``batch_size`` (default 8) at a time, as
+        batch mode's do. The GIL stays released for the whole batch; Ctrl-C stops it within
+        the texts under way."""
         if "label" in options and options["label"] is not None:
             options["label"] = str(options["label"])
         reports = self._native.explain(list(texts), _given(**options))

@@ -4,16 +4,16 @@
 
 use std::io::Cursor;
 
-use bert_explain::batch::{explain_record, is_blank, Batch};
+use bert_explain::batch::{explain_records, is_blank, Batch};
 use bert_explain::causal::{CausalExplainer, CausalOptions};
 use bert_explain::cli::{
     output_files, refuse_for_task, view, write_outputs, CAUSAL_OPTIONS, ENCODER_OPTIONS,
 };
 use bert_explain::faithfulness::correlations::{Evaluation, Summary};
-use bert_explain::input::{Lines, LINE_LIMIT};
+use bert_explain::input::{Line, Lines, LINE_LIMIT};
 use bert_explain::relevance::Progress;
 use bert_explain::report::{Explained, Format, GeneratedView, OutputFile};
-use bert_explain::{DeviceChoice, Loaded, ModelSource};
+use bert_explain::{DeviceChoice, ExplainOptions, Loaded, ModelSource};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -46,10 +46,14 @@ impl Explainer {
             Loaded::Encoder(_) => (encoder, causal),
             Loaded::Causal(_) => (causal, encoder),
         };
-        let allowed: Vec<&str> = match outputs {
+        let mut allowed: Vec<&str> = match outputs {
             true => ours.concat(),
             false => ours[0].to_vec(),
         };
+        // How many of an encoder's texts share a forward pass (--batch-size).
+        if let Loaded::Encoder(_) = &self.inner {
+            allowed.push("batch_size");
+        }
         // The other kind's options get the command line's message for them.
         for (key, value) in options.iter().flat_map(|dict| dict.iter()) {
             let key: String = key.extract()?;
@@ -183,30 +187,31 @@ impl Explainer {
             let explain = options::watched(&options.explain, &watch.quiet());
             let causal;
             let batch = match &self.inner {
-                Loaded::Encoder(inner) => Batch::Encoder(inner, &explain),
+                Loaded::Encoder(inner) => Batch::Encoder(inner, &explain, options.grouping),
                 Loaded::Causal(inner) => {
                     causal = options.causal.options(&explain);
                     Batch::Causal(inner, &causal)
                 }
             };
-            let mut records = Vec::with_capacity(lines.len());
-            for (number, bytes) in &lines {
-                watch.check()?;
-                // Read as batch mode reads its file: a BOM and a "\r" ending dropped, the
-                // length capped, bytes that are not UTF-8 an error record.
-                let line = match Lines::new(Cursor::new(bytes), LINE_LIMIT).next() {
-                    Some(line) => line?.1,
-                    None => {
-                        records.push(None);
-                        continue;
+            let mut records = vec![None; lines.len()];
+            // Read as batch mode reads its file: a BOM and a "\r" ending dropped, the length
+            // capped, bytes that are not UTF-8 an error record; blank lines skipped.
+            let mut read = Vec::with_capacity(lines.len());
+            for (k, (number, bytes)) in lines.iter().enumerate() {
+                if let Some(line) = Lines::new(Cursor::new(bytes), LINE_LIMIT).next() {
+                    let line = line?.1;
+                    if !is_blank(&line) {
+                        read.push((k, (*number, line)));
                     }
-                };
-                if is_blank(&line) {
-                    records.push(None);
-                    continue;
                 }
-                let record = explain_record(batch, *number, &line);
-                records.push(Some(record.to_json()?));
+            }
+            // As many lines at a time as batch mode reads before its forward passes.
+            for chunk in read.chunks(batch.window()) {
+                watch.check()?;
+                let (at, chunk): (Vec<usize>, Vec<(usize, Line)>) = chunk.iter().cloned().unzip();
+                for (k, record) in at.into_iter().zip(explain_records(batch, &chunk)) {
+                    records[k] = Some(record.to_json()?);
+                }
             }
             Ok(records)
         })
@@ -220,11 +225,29 @@ fn explain_texts(
     texts: &[String],
     options: &Options,
 ) -> PyResult<Vec<String>> {
-    each_text(py, texts, options, |text, files, progress| {
-        let report = inner.explain(text, &options::watched(&options.explain, progress))?;
-        let shown = view(report, options.hide_special);
-        write_outputs(files, &shown, |_| {})?;
-        json(&shown)
+    interruptible(py, |watch| {
+        let mut files = Some(output_files(
+            &options.figures,
+            options.html.as_deref(),
+            &[],
+        )?);
+        let explain = options::watched(&options.explain, watch.progress());
+        let mut reports = Vec::with_capacity(texts.len());
+        // The forward passes of a group of texts at a time (batch_size), each report then
+        // finished in turn.
+        for chunk in texts.chunks(options.grouping.size) {
+            watch.check()?;
+            let given: Vec<(&str, &ExplainOptions)> =
+                chunk.iter().map(|text| (text.as_str(), &explain)).collect();
+            for forwarded in inner.forward_many(&given, &options.grouping) {
+                watch.check()?;
+                let report = inner.finish(forwarded?, &explain)?;
+                let shown = view(report, options.hide_special);
+                write_outputs(files.take().unwrap_or_default(), &shown, |_| {})?;
+                reports.push(json(&shown)?);
+            }
+        }
+        Ok(reports)
     })
 }
 

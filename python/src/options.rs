@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use bert_explain::cli::CausalArgs;
-use bert_explain::explain::{EvaluateOptions, DEFAULT_IG_STEPS, MAX_IG_STEPS};
+use bert_explain::explain::{EvaluateOptions, Grouping, DEFAULT_IG_STEPS, MAX_IG_STEPS};
 use bert_explain::faithfulness::Blank;
 use bert_explain::methods::Mixing;
 use bert_explain::relevance::{FlowChoice, Progress};
@@ -31,6 +31,8 @@ pub struct Options {
     pub mixing_all: bool,
     /// A causal model's choices (`generate`, `sample`, `seed`, ...), as the command line's.
     pub causal: CausalArgs,
+    /// `batch_size`: how an encoder's texts share forward passes.
+    pub grouping: Grouping,
 }
 
 /// Reads `options` (keyword → value; `None` values count as not given), refusing any
@@ -104,6 +106,18 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             )));
         }
     }
+    let batch_size = match get("batch_size")? {
+        Some(v) => match v.extract::<usize>() {
+            Ok(n) if (1..=Grouping::MAX_SIZE).contains(&n) => n,
+            _ => {
+                return Err(usage(format!(
+                    "batch_size must be a whole number from 1 to {}",
+                    Grouping::MAX_SIZE
+                )))
+            }
+        },
+        None => Grouping::DEFAULT_SIZE,
+    };
     let ig_steps = match get("ig_steps")? {
         Some(v) => match v.extract::<usize>() {
             Ok(n) if (1..=MAX_IG_STEPS).contains(&n) => n,
@@ -218,6 +232,7 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
         html,
         tokens: strings("tokens")?,
         mixing_all: string("mixing")?.is_some_and(|m| Mixing::names_all(&m)),
+        grouping: Grouping::of(batch_size),
     })
 }
 

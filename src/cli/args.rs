@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_explain::explain::MAX_IG_STEPS;
+use bert_explain::explain::{Grouping, MAX_IG_STEPS};
 use bert_explain::methods::Mixing;
 use bert_explain::report::Format;
 use bert_explain::DeviceChoice;
@@ -33,6 +33,13 @@ pub struct Args {
     /// With --input: write the reports here instead of stdout (`-`: stdout).
     #[arg(long, value_name = "FILE.jsonl", requires = "input")]
     pub output: Option<PathBuf>,
+
+    /// With --input: the most lines of near lengths that share one forward pass (1: a line
+    /// at a time). Long lines make smaller groups, so that a group's attention stays under
+    /// 1 GiB.
+    #[arg(long, value_name = "N", default_value_t = Grouping::DEFAULT_SIZE,
+          value_parser = parse_batch_size, requires = "input")]
+    pub batch_size: usize,
 
     /// Score each token's importance for the predicted word (input gradients, blank-out,
     /// integrated gradients, AttnLRP and CP-LRP), report the Spearman correlation of every
@@ -221,6 +228,16 @@ pub(super) fn parse_steps(text: &str) -> Result<usize, String> {
         Ok(n) if (1..=MAX_IG_STEPS).contains(&n) => Ok(n),
         _ => Err(format!(
             "{text:?} is not a whole number from 1 to {MAX_IG_STEPS}"
+        )),
+    }
+}
+
+pub(super) fn parse_batch_size(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=Grouping::MAX_SIZE).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text:?} is not a whole number from 1 to {}",
+            Grouping::MAX_SIZE
         )),
     }
 }

@@ -73,7 +73,7 @@ fn summary(batch: Batch, outcome: &BatchOutcome, seconds: f64) -> String {
     let (lines, failed) = (outcome.examples, outcome.failed);
     let rate = lines as f64 / seconds.max(1e-9);
     match batch {
-        Batch::Encoder(_, options) => {
+        Batch::Encoder(_, options, _) => {
             let table = match options.evaluate {
                 Some(_) => outcome.summary.to_string(),
                 None => String::new(),

@@ -15,7 +15,7 @@ use bert_explain::{
     batch::Batch,
     causal::{is_causal, CausalExplainer},
     device,
-    explain::{explain_attention, EvaluateOptions, Progress},
+    explain::{explain_attention, EvaluateOptions, Grouping, Progress},
     faithfulness::Blank,
     methods::Mixing,
     relevance::{FlowChoice, FLOW_AUTO_LIMIT},
@@ -123,7 +123,11 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         (Mode::Batch, Some(input), _) => {
             let explainer = load_explainer(args, matches, &device)?;
             options.mixing = mixing_for(&explainer, args, options.mixing);
-            return batch::run(args, input, Batch::Encoder(&explainer, &options));
+            return batch::run(
+                args,
+                input,
+                Batch::Encoder(&explainer, &options, Grouping::of(args.batch_size)),
+            );
         }
         (Mode::CausalBatch, Some(input), _) => {
             let options = causal::batch_options(&args.causal, &options);

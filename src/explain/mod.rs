@@ -4,17 +4,19 @@
 
 mod assemble;
 pub mod generation;
+mod grouping;
 mod prediction;
 
 use assemble::{assemble, eraser_of_every_map, listing, resolve_target, Source};
 pub use assemble::{attention_target, explain_attention};
+pub use grouping::Grouping;
 use prediction::probabilities;
 
 use std::time::Instant;
 
-use candle_core::{Device, Tensor};
+use candle_core::{Device, IndexOp, Tensor};
 
-use crate::attention::{AttentionStack, LayerHeads};
+use crate::attention::{AttentionStack, HeadFusion, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, TokenizerFiles, Weights};
 use crate::device::bind_to_thread;
 use crate::error::{Error, Result};
@@ -210,68 +212,167 @@ impl Explainer {
     /// pass, and its attention brought to the host in one copy. Batch mode runs it for the
     /// next lines while the host finishes earlier ones.
     pub fn forward(&self, text: &str, options: &ExplainOptions) -> Result<Forwarded> {
-        let Prepared {
-            encoding,
-            task,
-            target,
-            candidates,
-            input,
-            types,
-        } = self.prepare(text, options)?;
-        // A flow (or every position's maps) too large for the memory is refused now, not
-        // after the forward pass.
-        let n = encoding.ids.len();
+        let mut forwarded = self.forward_many(&[(text, options)], &Grouping::ONE);
+        forwarded.pop().expect("one result per text")
+    }
+
+    /// [`Explainer::forward`] of each text, in their order, the texts grouped by length
+    /// into forward passes of several lines ([`Grouping`]): each line padded on the right
+    /// to its group's longest, the dense layers run on the group, each line's attention on
+    /// its own tokens ([`Model::forward_padded`]), so that each report is the one of the
+    /// text alone (identical at real checkpoints' widths; `tests/batching.rs`). A text that
+    /// cannot be explained gets its error and leaves the others be.
+    pub fn forward_many(
+        &self,
+        texts: &[(&str, &ExplainOptions)],
+        grouping: &Grouping,
+    ) -> Vec<Result<Forwarded>> {
+        let mut results: Vec<Option<Result<Forwarded>>> = Vec::with_capacity(texts.len());
+        let mut prepared = Vec::with_capacity(texts.len());
+        for (i, (text, options)) in texts.iter().enumerate() {
+            match self.prepare_checked(text, options) {
+                Ok(line) => {
+                    prepared.push((i, line));
+                    results.push(None);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        let keys: Vec<(usize, HeadFusion)> = prepared
+            .iter()
+            .map(|(i, line)| (line.encoding.ids.len(), texts[*i].1.relevance.fusion))
+            .collect();
+        let cost = (self.config.num_attention_heads.max(1), self.model.layers());
+        let plan = grouping.plan(&keys, cost, |n, to| self.model.pads_alike(n, to));
+        let mut prepared: Vec<Option<(usize, Prepared)>> = prepared.into_iter().map(Some).collect();
+        for group in plan {
+            let (indices, lines): (Vec<usize>, Vec<Prepared>) =
+                group.iter().filter_map(|&k| prepared[k].take()).unzip();
+            let forwarded = self.forward_group(lines, |i| texts[indices[i]].1);
+            match forwarded {
+                Ok(each) => {
+                    for (i, line) in indices.iter().zip(each) {
+                        results[*i] = Some(Ok(line));
+                    }
+                }
+                // A group that fails (the device's memory) runs again a line at a time,
+                // so that each line gets its own report or error.
+                Err(_) if indices.len() > 1 => {
+                    for &i in &indices {
+                        let (text, options) = texts[i];
+                        let line = self.prepare_checked(text, options).and_then(|line| {
+                            let mut one = self.forward_group(vec![line], |_| options)?;
+                            Ok(one.pop().expect("one line"))
+                        });
+                        results[i] = Some(line);
+                    }
+                }
+                Err(e) => results[indices[0]] = Some(Err(e)),
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every text has its result"))
+            .collect()
+    }
+
+    /// A text prepared, and its maps checked against the memory before any forward pass.
+    fn prepare_checked(&self, text: &str, options: &ExplainOptions) -> Result<Prepared> {
+        let prepared = self.prepare(text, options)?;
         let asked = Asked {
-            flow: options.flow.wanted(n),
+            flow: options.flow.wanted(prepared.encoding.ids.len()),
             all_positions: options.all_positions,
             fused: true,
         };
-        maps_fit(self.model.layers(), n, asked)?;
-        let start = Instant::now();
-        // Only the fused maps are needed here: each layer's heads are fused as it runs, so a
-        // long text never holds every head of every layer.
-        let fusion = options.relevance.fusion;
+        maps_fit(self.model.layers(), prepared.encoding.ids.len(), asked)?;
+        Ok(prepared)
+    }
+
+    /// One forward pass over `lines` (`options(i)`: line i's), each line's attention fused
+    /// over its heads as each layer runs (a long text never holds every head of every
+    /// layer), cut out of the group's and brought to the host.
+    fn forward_group<'a>(
+        &self,
+        lines: Vec<Prepared>,
+        options: impl Fn(usize) -> &'a ExplainOptions,
+    ) -> Result<Vec<Forwarded>> {
+        let lengths: Vec<usize> = lines.iter().map(|l| l.encoding.ids.len()).collect();
+        let n = lengths.iter().copied().max().unwrap_or(0);
+        let mut ids = vec![0u32; lines.len() * n];
+        let mut types = vec![0u32; lines.len() * n];
+        for (i, line) in lines.iter().enumerate() {
+            let row = i * n..i * n + line.encoding.ids.len();
+            ids[row.clone()].copy_from_slice(&line.encoding.ids);
+            types[row].copy_from_slice(&line.encoding.type_ids);
+        }
+        let shape = (lines.len(), n);
+        let ids = Tensor::from_vec(ids, shape, &self.device)?;
+        let types = Tensor::from_vec(types, shape, &self.device)?;
+        let targets: Vec<usize> = lines.iter().map(|l| l.target).collect();
+        // One fusion for the group: grouping keeps lines of one fusion together.
+        let fusion = options(0).relevance.fusion;
         let keep = Keep {
             heads: Heads::Fused(fusion),
             ..Keep::default()
         };
-        let output = self.model.forward(&input, Some(&types), target, keep)?;
+        let start = Instant::now();
+        let output = self
+            .model
+            .forward_padded(&ids, &types, &lengths, &targets, keep)?;
         // Waits for the device, so that the two stages' times are each their own.
         self.device.synchronize()?;
-        let model_seconds = start.elapsed().as_secs_f64();
-        let start = Instant::now();
-        // Each layer's fusion moves into the stack, freed as it is joined.
-        let (fused, head_sums): (Vec<Tensor>, Vec<Option<Tensor>>) = output
-            .layers
+        let model_seconds = start.elapsed().as_secs_f64() / lines.len() as f64;
+        let mut layers: Vec<(Tensor, Tensor)> = Vec::with_capacity(output.layers.len());
+        for layer in output.layers {
+            let sums = layer
+                .head_sums
+                .ok_or_else(|| Error::Attention("a layer kept no head sums".into()))?;
+            layers.push((layer.probs, sums));
+        }
+        lines
             .into_iter()
-            .map(|l| (l.probs, l.head_sums))
-            .unzip();
-        let head_sums = head_sums
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::Attention("a layer kept no head sums".into()))?;
-        let stack = AttentionStack::from_fused_tensors(fused, &head_sums, fusion)?;
-        let fused = fuse_to_host(&stack, options.relevance)?;
-        let probs = match &output.logits {
-            Some(logits) => Some(probabilities(&logits.squeeze(0)?)?),
-            None => None,
-        };
-        let prediction = probs
-            .as_ref()
-            .map(|p| self.describe(p, &candidates, options.top_k));
-        Ok(Forwarded {
-            encoding,
-            task,
-            target,
-            shape: (stack.layers(), stack.heads()),
-            fused,
-            probs,
-            prediction,
-            seconds: ForwardSeconds {
-                model: model_seconds,
-                to_host: start.elapsed().as_secs_f64(),
-            },
-        })
+            .enumerate()
+            .map(|(i, line)| {
+                let start = Instant::now();
+                let len = lengths[i];
+                let options = options(i);
+                // Line i's own `[1, 1, n_i, n_i]` of each layer, and its heads' sums.
+                let (fused, head_sums): (Vec<Tensor>, Vec<Tensor>) = layers
+                    .iter()
+                    .map(|(probs, sums)| {
+                        let own = probs
+                            .narrow(0, i, 1)?
+                            .narrow(2, 0, len)?
+                            .narrow(3, 0, len)?;
+                        Ok((own.contiguous()?, sums.narrow(0, i, 1)?))
+                    })
+                    .collect::<Result<Vec<_>>>()?
+                    .into_iter()
+                    .unzip();
+                let stack = AttentionStack::from_fused_tensors(fused, &head_sums, fusion)?;
+                let fused = fuse_to_host(&stack, options.relevance)?;
+                let probs = match &output.logits {
+                    Some(logits) => Some(probabilities(&logits.i(i)?)?),
+                    None => None,
+                };
+                let prediction = probs
+                    .as_ref()
+                    .map(|p| self.describe(p, &line.candidates, options.top_k));
+                Ok(Forwarded {
+                    encoding: line.encoding,
+                    task: line.task,
+                    target: line.target,
+                    shape: (stack.layers(), stack.heads()),
+                    fused,
+                    probs,
+                    prediction,
+                    seconds: ForwardSeconds {
+                        model: model_seconds,
+                        to_host: start.elapsed().as_secs_f64(),
+                    },
+                })
+            })
+            .collect()
     }
 
     /// The second half of [`Explainer::explain`]: the maps on the host, and what

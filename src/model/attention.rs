@@ -59,6 +59,52 @@ pub(crate) fn softmax(scores: Tensor) -> Result<Tensor> {
     Ok(exp.broadcast_div(&sums)?)
 }
 
+/// What attention over a set of queries weighs and mixes.
+pub(crate) struct Weighted {
+    /// `[b, heads, n, n]`.
+    pub probs: Tensor,
+    pub probe: Option<Var>,
+    /// `[b, heads, n, d]`: the values mixed by `probs`.
+    pub context: Tensor,
+}
+
+/// `attend` over `q`, `k`, `v` (`[b, heads, n, d]`), line by line where `lengths` says the
+/// lines were padded on the right to n: line i's attention computed on its own
+/// `lengths[i]` positions alone, with the shapes (so the kernels and the order of every
+/// sum) of the line alone, and its probabilities and context padded back to n with zeros.
+/// The dense layers around it take the whole batch at once.
+pub(crate) fn line_by_line(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    lengths: Option<&[usize]>,
+    attend: impl Fn(&Tensor, &Tensor, &Tensor) -> Result<Weighted>,
+) -> Result<Weighted> {
+    let n = q.dim(2)?;
+    let Some(lengths) = lengths.filter(|lengths| lengths.iter().any(|&len| len != n)) else {
+        return attend(q, k, v);
+    };
+    let (mut probs, mut context) = (Vec::new(), Vec::new());
+    for (i, &len) in lengths.iter().enumerate() {
+        let own = |t: &Tensor| -> Result<Tensor> {
+            Ok(t.narrow(0, i, 1)?.narrow(2, 0, len)?.contiguous()?)
+        };
+        let line = attend(&own(q)?, &own(k)?, &own(v)?)?;
+        let pad = n - len;
+        probs.push(
+            line.probs
+                .pad_with_zeros(2, 0, pad)?
+                .pad_with_zeros(3, 0, pad)?,
+        );
+        context.push(line.context.pad_with_zeros(2, 0, pad)?);
+    }
+    Ok(Weighted {
+        probs: Tensor::cat(&probs, 0)?,
+        probe: None,
+        context: Tensor::cat(&context, 0)?,
+    })
+}
+
 /// With `keep.probes`, adds a zero variable to `probs` so that backprop reaches them
 /// (candle keeps the gradients of variables only).
 pub fn probe(probs: Tensor, keep: Keep) -> Result<(Tensor, Option<Var>)> {
@@ -98,13 +144,15 @@ impl Attention {
         }
     }
 
-    /// `x`: `[b, n, hidden]`. No padding mask: every sequence fills all n positions.
-    /// `value_mask`: `[b, n]`, multiplies each position's value vector (value zeroing).
+    /// `x`: `[b, n, hidden]`. `value_mask`: `[b, n]`, multiplies each position's value
+    /// vector (value zeroing). `lengths`: each line's tokens where the lines were padded on
+    /// the right ([`line_by_line`]); `None`: every line fills all n positions.
     pub fn forward(
         &self,
         x: &Tensor,
         keep: Keep,
         value_mask: Option<&Tensor>,
+        lengths: Option<&[usize]>,
     ) -> Result<AttentionOutput> {
         let (batch, n, hidden) = x.dims3()?;
         let split = |t: Tensor| -> Result<Tensor> {
@@ -119,16 +167,28 @@ impl Attention {
             None => self.value.forward(x)?,
         };
         let v = split(v)?;
-        let scores = match &self.scores {
-            Some(own) => own.scores(&q, &k)?,
-            None => {
-                (rules::product(matmul(&q, &k.t()?)?)? * (1.0 / (self.head_size as f64).sqrt()))?
-            }
+        let attend = |q: &Tensor, k: &Tensor, v: &Tensor| -> Result<Weighted> {
+            let scores = match &self.scores {
+                Some(own) => own.scores(q, k)?,
+                None => {
+                    let scale = 1.0 / (self.head_size as f64).sqrt();
+                    (rules::product(matmul(q, &k.t()?)?)? * scale)?
+                }
+            };
+            let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
+            let context = rules::product(matmul(&probs, v)?)?;
+            Ok(Weighted {
+                probs,
+                probe,
+                context,
+            })
         };
-        let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
-        let context = rules::product(matmul(&probs, &v)?)?
-            .transpose(1, 2)?
-            .reshape((batch, n, hidden))?;
+        let Weighted {
+            probs,
+            probe,
+            context,
+        } = line_by_line(&q, &k, &v, lengths, attend)?;
+        let context = context.transpose(1, 2)?.reshape((batch, n, hidden))?;
         let projected = self.output.forward(&context)?;
         let summed = (projected + x)?;
         let hidden = self.layer_norm.forward(&summed)?;
@@ -222,7 +282,7 @@ mod tests {
             internals: true,
             ..Keep::default()
         };
-        let out = attention.forward(&x, keep, None).unwrap();
+        let out = attention.forward(&x, keep, None, None).unwrap();
         let internals = out.internals.unwrap();
         assert_eq!(internals.head_values.dims(), &[1, heads, n, hidden]);
         // Σ_h Σ_j A^h_ij f^h(x_j): [1, heads, n, n] @ [1, heads, n, hidden], summed over heads.
@@ -256,7 +316,7 @@ mod tests {
             .to_scalar::<f64>()
             .unwrap();
         assert!(difference < 1e-5, "{difference}");
-        let plain = attention.forward(&x, Keep::default(), None).unwrap();
+        let plain = attention.forward(&x, Keep::default(), None, None).unwrap();
         assert!(plain.internals.is_none() && plain.probe.is_none());
     }
 }

@@ -25,8 +25,16 @@ pub trait Body: Send + Sync {
     fn embed(&self, words: &Tensor, types: Option<&Tensor>) -> Result<Tensor>;
 
     /// The layers (and any final norm) on the embedding block's output → the last hidden
-    /// states `[b, n, hidden]` and one trace per layer, first layer first.
-    fn forward(&self, embedded: &Tensor, keep: Keep) -> Result<(Tensor, Vec<LayerTrace>)>;
+    /// states `[b, n, hidden]` and one trace per layer, first layer first. `lengths`: each
+    /// line's tokens where lines of different lengths were padded on the right; each line's
+    /// attention then runs on its own tokens alone (`attention::line_by_line`), the rest of
+    /// the layers on the whole batch.
+    fn forward(
+        &self,
+        embedded: &Tensor,
+        keep: Keep,
+        lengths: Option<&[usize]>,
+    ) -> Result<(Tensor, Vec<LayerTrace>)>;
 
     /// Layer `layer` (0-based) alone on its input `x` (`[b, n, hidden]`), each position's
     /// value vectors multiplied by `value_mask` (`[b, n]`) → its output `[b, n, hidden]`.
@@ -34,6 +42,12 @@ pub trait Body: Send + Sync {
 
     /// How many tokens the positions allow.
     fn max_tokens(&self) -> usize;
+
+    /// Whether a line of `n` tokens padded on the right to `to` gives the same values at its
+    /// own positions as it does alone (LongRoPE's frequencies depend on the whole length).
+    fn pads_alike(&self, _n: usize, _to: usize) -> bool {
+        true
+    }
 
     /// How many layers a forward pass runs (and keeps a trace of).
     fn layers(&self) -> usize;
@@ -91,11 +105,16 @@ impl Body for PostNormBody {
         self.embeddings.forward(words, types)
     }
 
-    fn forward(&self, embedded: &Tensor, keep: Keep) -> Result<(Tensor, Vec<LayerTrace>)> {
+    fn forward(
+        &self,
+        embedded: &Tensor,
+        keep: Keep,
+        lengths: Option<&[usize]>,
+    ) -> Result<(Tensor, Vec<LayerTrace>)> {
         let mut hidden = embedded.clone();
         let mut traces = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let (next, trace) = layer.forward(&hidden, keep, None)?;
+            let (next, trace) = layer.forward(&hidden, keep, None, lengths)?;
             hidden = next;
             traces.push(trace.keeping(keep.heads)?);
         }
@@ -104,7 +123,7 @@ impl Body for PostNormBody {
 
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
         Ok(self.layers[layer]
-            .forward(x, Keep::default(), value_mask)?
+            .forward(x, Keep::default(), value_mask, None)?
             .0)
     }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
-use super::attention::{head_values, probe, softmax};
+use super::attention::{head_values, line_by_line, probe, softmax, Weighted};
 use super::{rules, Keep, LayerInternals, LayerTrace};
 use crate::checkpoint::Weights;
 use crate::error::Result;
@@ -134,6 +134,10 @@ pub(crate) struct Step<'a> {
     pub keep: Keep,
     /// `[b, q]`: each new position's value vectors multiplied by this (value zeroing).
     pub value_mask: Option<&'a Tensor>,
+    /// Each line's tokens, where lines of different lengths were padded on the right (no
+    /// cache): each line's attention on its own tokens alone
+    /// ([`crate::model::attention::line_by_line`]).
+    pub lengths: Option<&'a [usize]>,
 }
 
 /// What one causal attention step yields.
@@ -175,16 +179,28 @@ pub(crate) fn cached_attention(
     };
     *kv = Some((key.clone(), value.clone()));
     let (key, value) = (expand(&key)?, expand(&value)?);
-    let scores = (rules::product(matmul(query, &key.t()?.contiguous()?)?)? * step.scale)?;
-    let scores = soft_cap(scores, step.softcap)?;
-    let scores = match causal_mask(q, step.seen, step.window, query.device())? {
-        Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
-        None => scores,
+    let attend = |query: &Tensor, key: &Tensor, value: &Tensor| -> Result<Weighted> {
+        let scores = (rules::product(matmul(query, &key.t()?.contiguous()?)?)? * step.scale)?;
+        let scores = soft_cap(scores, step.softcap)?;
+        let mask = causal_mask(query.dim(2)?, step.seen, step.window, query.device())?;
+        let scores = match mask {
+            Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
+            None => scores,
+        };
+        let (probs, probe) = probe(rules::probabilities(softmax(scores)?), step.keep)?;
+        let context = rules::product(matmul(&probs, value)?)?;
+        Ok(Weighted {
+            probs,
+            probe,
+            context,
+        })
     };
-    let (probs, probe) = probe(rules::probabilities(softmax(scores)?), step.keep)?;
-    let context = rules::product(matmul(&probs, &value)?)?
-        .transpose(1, 2)?
-        .reshape((batch, q, heads * d))?;
+    let Weighted {
+        probs,
+        probe,
+        context,
+    } = line_by_line(query, &key, &value, step.lengths, attend)?;
+    let context = context.transpose(1, 2)?.reshape((batch, q, heads * d))?;
     Ok(Attended {
         context,
         probs,

@@ -180,7 +180,7 @@ impl CausalLm for RotaryDecoder {
         let mut x = self.lookup(ids)?;
         let mut layers = Vec::with_capacity(self.layers.len());
         for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            let (next, trace) = layer.forward(&x, kv, (seen, &tables), keep, None)?;
+            let (next, trace) = layer.forward(&x, kv, (seen, &tables), keep, None, None)?;
             x = next;
             layers.push(trace);
         }
@@ -197,7 +197,7 @@ impl CausalLm for RotaryDecoder {
     }
 
     fn next_logits(&self, words: &Tensor) -> Result<Tensor> {
-        let (hidden, _) = Body::forward(self, words, Keep::default())?;
+        let (hidden, _) = Body::forward(self, words, Keep::default(), None)?;
         let last = hidden.i((.., hidden.dim(1)? - 1, ..))?;
         soft_cap(matmul(&last, &self.lm_head.t()?)?, self.spec.final_softcap)
     }
@@ -206,7 +206,14 @@ impl CausalLm for RotaryDecoder {
         let tables = self.tables(0, x.dim(1)?)?;
         let layer = &self.layers[layer];
         Ok(layer
-            .forward(x, &mut None, (0, &tables), Keep::default(), value_mask)?
+            .forward(
+                x,
+                &mut None,
+                (0, &tables),
+                Keep::default(),
+                value_mask,
+                None,
+            )?
             .0)
     }
 }
@@ -226,12 +233,17 @@ impl Body for RotaryDecoder {
     }
 
     /// The layers, then the final norm at every position.
-    fn forward(&self, embedded: &Tensor, keep: Keep) -> Result<(Tensor, Vec<LayerTrace>)> {
+    fn forward(
+        &self,
+        embedded: &Tensor,
+        keep: Keep,
+        lengths: Option<&[usize]>,
+    ) -> Result<(Tensor, Vec<LayerTrace>)> {
         let tables = self.tables(0, embedded.dim(1)?)?;
         let mut x = embedded.clone();
         let mut traces = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let (next, trace) = layer.forward(&x, &mut None, (0, &tables), keep, None)?;
+            let (next, trace) = layer.forward(&x, &mut None, (0, &tables), keep, None, lengths)?;
             x = next;
             traces.push(trace.keeping(keep.heads)?);
         }
@@ -244,6 +256,10 @@ impl Body for RotaryDecoder {
 
     fn max_tokens(&self) -> usize {
         self.spec.max_positions
+    }
+
+    fn pads_alike(&self, n: usize, to: usize) -> bool {
+        self.rotaries.iter().all(|r| r.same_tables(n, to))
     }
 
     fn layers(&self) -> usize {
@@ -330,7 +346,8 @@ impl DecoderLayer {
     }
 
     /// `x`: `[b, q, hidden]` at positions `seen..seen + q`, whose rotary tables (one per
-    /// table of the spec) are `tables` → (`[b, q, hidden]`, the layer's trace).
+    /// table of the spec) are `tables`; `lengths`: what [`Body::forward`] says → (`[b, q,
+    /// hidden]`, the layer's trace).
     fn forward(
         &self,
         x: &Tensor,
@@ -338,6 +355,7 @@ impl DecoderLayer {
         (seen, tables): (usize, &[(Tensor, Tensor)]),
         keep: Keep,
         value_mask: Option<&Tensor>,
+        lengths: Option<&[usize]>,
     ) -> Result<(Tensor, LayerTrace)> {
         let normed = self.input_layernorm.forward(x)?;
         let step = Step {
@@ -347,6 +365,7 @@ impl DecoderLayer {
             softcap: self.attn.softcap,
             keep,
             value_mask,
+            lengths,
         };
         let (attended, step) = self.attn.forward(&normed, kv, step, &tables[self.rope])?;
         let (attended, after) = match &self.after_attention {

@@ -49,14 +49,16 @@ impl Layer {
     }
 
     /// `x`: `[b, n, hidden]` → (`[b, n, hidden]`, what the layer exposes).
-    /// `value_mask`: `[b, n]`, multiplies each position's value vector (value zeroing).
+    /// `value_mask`: `[b, n]`, multiplies each position's value vector (value zeroing);
+    /// `lengths`: what [`crate::model::Body::forward`] says.
     pub fn forward(
         &self,
         x: &Tensor,
         keep: Keep,
         value_mask: Option<&Tensor>,
+        lengths: Option<&[usize]>,
     ) -> Result<(Tensor, LayerTrace)> {
-        let attended = self.attention.forward(x, keep, value_mask)?;
+        let attended = self.attention.forward(x, keep, value_mask, lengths)?;
         let inner = activate(
             self.activation,
             &self.intermediate.forward(&attended.hidden)?,

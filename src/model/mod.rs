@@ -25,7 +25,7 @@ use candle_core::{IndexOp, Tensor};
 
 use crate::attention::{fuse_heads, HeadFusion};
 use crate::checkpoint::Weights;
-use crate::error::Result;
+use crate::error::{Error, Result};
 pub use body::Body;
 use body::PostNormBody;
 pub use config::{Activation, EncoderConfig};
@@ -172,6 +172,11 @@ impl Model {
         self.body.max_tokens()
     }
 
+    /// Whether a line of `n` tokens may be padded to `to` in a batch ([`Body::pads_alike`]).
+    pub fn pads_alike(&self, n: usize, to: usize) -> bool {
+        self.body.pads_alike(n, to)
+    }
+
     /// How many layers a forward pass runs.
     pub fn layers(&self) -> usize {
         self.body.layers()
@@ -246,6 +251,49 @@ impl Model {
         self.body.embed(words, types)
     }
 
+    /// One forward pass over lines of different lengths: `input_ids` and `types` `[b, n]`,
+    /// line i's `lengths[i]` tokens first and padding after them; `at[i]` is where line i's
+    /// masked-LM or discriminator head looks (a classifier reads its first or last real
+    /// token, or the mean of its real tokens). Each line's attention runs on its own tokens
+    /// alone ([`Body::forward`]), so its positions take the values it gets alone and its
+    /// `[L, n_i, n_i]` can be cut out of the traces; the logits are `[b, classes]`, each
+    /// line's head run on its own row (a product of one row, as the line alone).
+    pub fn forward_padded(
+        &self,
+        input_ids: &Tensor,
+        types: &Tensor,
+        lengths: &[usize],
+        at: &[usize],
+        keep: Keep,
+    ) -> Result<ModelOutput> {
+        if keep.probes || keep.internals {
+            return Err(Error::Attention(
+                "a padded batch keeps the attention only; run lines one at a time for gradients or a layer's internals".into(),
+            ));
+        }
+        let embedded = self.embed(&self.embed_words(input_ids)?, Some(types))?;
+        let (hidden, layers) = self.body.forward(&embedded, keep, Some(lengths))?;
+        let logits = match &self.head {
+            Some(head) => {
+                let rows = (0..lengths.len())
+                    .map(|i| {
+                        let line = hidden.i(i)?;
+                        let row = match head.task().reads {
+                            Reads::Target => line.i(at[i])?,
+                            Reads::First => line.i(0)?,
+                            Reads::Last => line.i(lengths[i] - 1)?,
+                            Reads::Mean => line.narrow(0, 0, lengths[i])?.mean(0)?,
+                        };
+                        head.forward(&row.unsqueeze(0)?)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some(Tensor::cat(&rows, 0)?)
+            }
+            None => None,
+        };
+        Ok(ModelOutput { logits, layers })
+    }
+
     /// The layers and the head from the embedding block's output ([`Model::embed`]).
     pub fn forward_embedded(
         &self,
@@ -253,7 +301,7 @@ impl Model {
         at: usize,
         keep: Keep,
     ) -> Result<ModelOutput> {
-        let (hidden, layers) = self.body.forward(embedded, keep)?;
+        let (hidden, layers) = self.body.forward(embedded, keep, None)?;
         let logits = match &self.head {
             Some(head) => {
                 let read = match head.task().reads {

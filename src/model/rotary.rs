@@ -229,9 +229,6 @@ impl Rotary {
         })
     }
 
-    /// The cosines and sines, each `[q, rotated]`, for positions `seen..seen + q`. LongRoPE
-    /// takes its long factors once `seen + q` passes the original context, as transformers
-    /// does at each step (so keys already cached keep the rotation they were made with).
     /// Whether a step from `seen` cached positions with `q` new ones is the first past the
     /// original context of LongRoPE, where the keys in the cache were rotated with the short
     /// factors and every position now takes the long ones.
@@ -239,6 +236,15 @@ impl Rotary {
         matches!(self.long, Some((_, original)) if seen > 0 && seen <= original && seen + q > original)
     }
 
+    /// Whether the first `n` positions of `to` (from none seen) take the tables that `n`
+    /// alone does: not where LongRoPE's long factors start between the two.
+    pub fn same_tables(&self, n: usize, to: usize) -> bool {
+        !matches!(self.long, Some((_, original)) if n <= original && to > original)
+    }
+
+    /// The cosines and sines, each `[q, rotated]`, for positions `seen..seen + q`. LongRoPE
+    /// takes its long factors once `seen + q` passes the original context, as transformers
+    /// does at each step (so keys already cached keep the rotation they were made with).
     pub fn tables(&self, seen: usize, q: usize) -> Result<(Tensor, Tensor)> {
         let inv_freq = match &self.long {
             Some((long, original)) if seen + q > *original => long,

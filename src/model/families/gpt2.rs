@@ -280,6 +280,7 @@ impl Block {
             softcap: None,
             keep,
             value_mask,
+            lengths: None,
         };
         let (attended, step) = self.attn.forward(&self.ln_1.forward(x)?, kv, step)?;
         let internals = decoder_internals(keep, x, &step.value, &self.attn.c_proj, None)?;

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::linalg::{matmul, Dense};
-use crate::model::attention::{load_linear_with, probe, softmax};
+use crate::model::attention::{line_by_line, load_linear_with, probe, softmax, Weighted};
 use crate::model::body::Body;
 use crate::model::causal::decoder_internals;
 use crate::model::config::{read_json, Activation};
@@ -241,12 +241,17 @@ impl Body for ModernBert {
         self.embedding_norm.forward(words)
     }
 
-    fn forward(&self, embedded: &Tensor, keep: Keep) -> Result<(Tensor, Vec<LayerTrace>)> {
+    fn forward(
+        &self,
+        embedded: &Tensor,
+        keep: Keep,
+        lengths: Option<&[usize]>,
+    ) -> Result<(Tensor, Vec<LayerTrace>)> {
         let tables = self.tables(embedded.dim(1)?)?;
         let mut x = embedded.clone();
         let mut traces = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let (next, trace) = layer.forward(&x, &tables, keep, None)?;
+            let (next, trace) = layer.forward(&x, &tables, keep, None, lengths)?;
             x = next;
             traces.push(trace.keeping(keep.heads)?);
         }
@@ -256,7 +261,7 @@ impl Body for ModernBert {
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
         let tables = self.tables(x.dim(1)?)?;
         Ok(self.layers[layer]
-            .forward(x, &tables, Keep::default(), value_mask)?
+            .forward(x, &tables, Keep::default(), value_mask, None)?
             .0)
     }
 
@@ -325,14 +330,15 @@ impl EncoderLayer {
         })
     }
 
-    /// `x`: `[b, n, hidden]`; `tables`: the global and local rotary tables → (`[b, n,
-    /// hidden]`, the layer's trace).
+    /// `x`: `[b, n, hidden]`; `tables`: the global and local rotary tables; `lengths`: what
+    /// [`Body::forward`] says → (`[b, n, hidden]`, the layer's trace).
     fn forward(
         &self,
         x: &Tensor,
         tables: &[(Tensor, Tensor); 2],
         keep: Keep,
         value_mask: Option<&Tensor>,
+        lengths: Option<&[usize]>,
     ) -> Result<(Tensor, LayerTrace)> {
         let (b, n, hidden) = x.dims3()?;
         let d = hidden / self.heads;
@@ -353,16 +359,27 @@ impl EncoderLayer {
             Some(mask) => value.broadcast_mul(&mask.unsqueeze(1)?.unsqueeze(3)?)?,
             None => value,
         };
-        let scores =
-            (rules::product(matmul(&query, &key.t()?.contiguous()?)?)? / (d as f64).sqrt())?;
-        let scores = match local_mask(n, self.window, x.device())? {
-            Some(mask) => scores.broadcast_add(&mask)?,
-            None => scores,
+        let attend = |query: &Tensor, key: &Tensor, value: &Tensor| -> Result<Weighted> {
+            let scores =
+                (rules::product(matmul(query, &key.t()?.contiguous()?)?)? / (d as f64).sqrt())?;
+            let scores = match local_mask(query.dim(2)?, self.window, x.device())? {
+                Some(mask) => scores.broadcast_add(&mask)?,
+                None => scores,
+            };
+            let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
+            let context = rules::product(matmul(&probs, value)?)?;
+            Ok(Weighted {
+                probs,
+                probe,
+                context,
+            })
         };
-        let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
-        let context = rules::product(matmul(&probs, &value)?)?
-            .transpose(1, 2)?
-            .reshape((b, n, hidden))?;
+        let Weighted {
+            probs,
+            probe,
+            context,
+        } = line_by_line(&query, &key, &value, lengths, attend)?;
+        let context = context.transpose(1, 2)?.reshape((b, n, hidden))?;
         let internals = decoder_internals(keep, x, &value, &self.output, None)?;
         let x = (x + self.output.forward(&context)?)?;
         let normed = self.mlp_norm.forward(&x)?;
