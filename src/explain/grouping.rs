@@ -13,6 +13,9 @@ pub struct Grouping {
     pub bytes: usize,
     /// The most padding a group may add, as a share of its real tokens.
     pub padding: f64,
+    /// The most tokens, padding included, in one pass: beyond them the CPU's products get no
+    /// faster per row, and the reports wait longer for their group.
+    pub tokens: usize,
 }
 
 /// A few tokens of padding are always allowed: short lines cost about the same whatever
@@ -25,6 +28,7 @@ impl Grouping {
         size: 1,
         bytes: usize::MAX,
         padding: 0.0,
+        tokens: usize::MAX,
     };
 
     /// Batch mode's group size unless `--batch-size` says otherwise.
@@ -39,12 +43,18 @@ impl Grouping {
     /// Batch mode's padding bound: a quarter of a group's tokens.
     pub const DEFAULT_PADDING: f64 = 0.25;
 
+    /// Batch mode's tokens a pass. Measured on a bert-base shape, 2 cores (scripts/bench/
+    /// RESULTS.md): at n = 128, 8 lines a pass took 0.61 of the time of one, and 16 the
+    /// same as 8; at n = 512, 2 lines a pass 0.95 of one, and 8 lines 1.16.
+    pub const DEFAULT_TOKENS: usize = 1024;
+
     /// Batch mode's grouping with `size` lines at most.
     pub fn of(size: usize) -> Self {
         Self {
             size: size.max(1),
             bytes: Self::DEFAULT_BYTES,
             padding: Self::DEFAULT_PADDING,
+            tokens: Self::DEFAULT_TOKENS,
         }
     }
 
@@ -83,6 +93,7 @@ impl Grouping {
                     // differs (5e-5 measured at 768 wide).
                     lines[group[0]].0 > 1
                         && members <= self.size
+                        && members * to <= self.tokens
                         && members.saturating_mul(bytes_per_line(to, heads, layers)) <= self.bytes
                         && small
                         && group.iter().all(|&j| alike(lines[j].0, to))
@@ -131,6 +142,16 @@ mod tests {
     }
 
     #[test]
+    fn a_pass_holds_at_most_1024_tokens() {
+        let groups = plan(
+            Grouping::of(8),
+            &[512, 512, 512, 128, 128, 128, 128, 128, 128, 128, 128, 128],
+        );
+        let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [8, 1, 2, 1]);
+    }
+
+    #[test]
     fn padding_stays_within_a_quarter_of_the_tokens() {
         let grouping = Grouping::of(8);
         // 100 and 125 padded to 2·125 = 250 tokens against 225: 11% more, together; 100
@@ -143,7 +164,11 @@ mod tests {
     fn long_lines_make_smaller_groups_and_keys_and_alikeness_keep_lines_apart() {
         // 512 tokens, 12 heads, 12 layers: 63 MB a line; 1 GiB holds 17 of them.
         assert_eq!(bytes_per_line(512, 12, 12), 62_914_560);
-        let long = plan(Grouping::of(64), &[512; 20]);
+        let unbounded = Grouping {
+            tokens: usize::MAX,
+            ..Grouping::of(64)
+        };
+        let long = unbounded.plan(&[(512, ()); 20], (12, 12), |_, _| true);
         assert_eq!(long.iter().map(Vec::len).collect::<Vec<_>>(), [17, 3]);
         let keyed = [(10, 'a'), (10, 'b'), (10, 'a')];
         let groups = Grouping::of(8).plan(&keyed, (1, 1), |_, _| true);
