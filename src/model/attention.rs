@@ -73,6 +73,18 @@ pub(crate) struct Weighted {
     pub context: Tensor,
 }
 
+/// The softmax of `scores` (LRP's rule for probabilities, with a probe where `keep` asks)
+/// and what it mixes of `v` (`[b, heads, n, d]`, the product's rule).
+pub(crate) fn weigh(scores: Tensor, v: &Tensor, keep: Keep) -> Result<Weighted> {
+    let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
+    let context = rules::product(matmul(&probs, v)?)?;
+    Ok(Weighted {
+        probs,
+        probe,
+        context,
+    })
+}
+
 /// `attend` over `q`, `k`, `v` (`[b, heads, n, d]`), line by line where `lengths` says the
 /// lines were padded on the right to n: line i's attention computed on its own
 /// `lengths[i]` positions alone, with the shapes (so the kernels and the order of every
@@ -180,13 +192,7 @@ impl Attention {
                     (rules::product(matmul(q, &k.t()?)?)? * scale)?
                 }
             };
-            let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
-            let context = rules::product(matmul(&probs, v)?)?;
-            Ok(Weighted {
-                probs,
-                probe,
-                context,
-            })
+            weigh(scores, v, keep)
         };
         let Weighted {
             probs,

@@ -8,7 +8,7 @@ use std::path::Path;
 use candle_core::Tensor;
 use serde::{Deserialize, Deserializer};
 
-use super::attention::{head_values, line_by_line, probe, softmax, Weighted};
+use super::attention::{head_values, line_by_line, weigh, Weighted};
 use super::{rules, Keep, LayerInternals, LayerTrace};
 use crate::checkpoint::Weights;
 use crate::error::Result;
@@ -187,13 +187,7 @@ pub(crate) fn cached_attention(
             Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
             None => scores,
         };
-        let (probs, probe) = probe(rules::probabilities(softmax(scores)?), step.keep)?;
-        let context = rules::product(matmul(&probs, value)?)?;
-        Ok(Weighted {
-            probs,
-            probe,
-            context,
-        })
+        weigh(scores, value, step.keep)
     };
     let Weighted {
         probs,

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::linalg::{matmul, Dense};
-use crate::model::attention::{line_by_line, load_linear_with, probe, softmax, Weighted};
+use crate::model::attention::{line_by_line, load_linear_with, weigh, Weighted};
 use crate::model::body::Body;
 use crate::model::causal::decoder_internals;
 use crate::model::config::{read_json, Activation};
@@ -366,13 +366,7 @@ impl EncoderLayer {
                 Some(mask) => scores.broadcast_add(&mask)?,
                 None => scores,
             };
-            let (probs, probe) = probe(rules::probabilities(softmax(scores)?), keep)?;
-            let context = rules::product(matmul(&probs, value)?)?;
-            Ok(Weighted {
-                probs,
-                probe,
-                context,
-            })
+            weigh(scores, value, keep)
         };
         let Weighted {
             probs,
