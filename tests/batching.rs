@@ -15,7 +15,7 @@ use std::path::Path;
 use bert_explain::explain::Grouping;
 use bert_explain::model::Reads;
 use bert_explain::{DeviceChoice, ExplainOptions, Explainer, ModelSource};
-use common::{minilm, real_model, repo, sentiment_model};
+use common::{fails, minilm, real_model, repo, sentiment_model};
 use serde_json::Value;
 
 /// Lines of 1 to 40 words.
@@ -154,4 +154,48 @@ fn real_checkpoints_report_each_line_as_alone() {
     ] {
         assert_eq!(grouped_against_alone(&dir), 0.0, "{}", dir.display());
     }
+}
+
+/// `--batch-size` takes 1 to 256 lines, and only where lines are grouped: an encoder's.
+#[test]
+fn the_batch_size_is_checked() {
+    let input = repo().join("data/pronouns.jsonl");
+    let input = input.to_str().unwrap();
+    fails(
+        &[
+            "--model",
+            "models/tiny-gpt2",
+            "--input",
+            input,
+            "--batch-size",
+            "4",
+        ],
+        2,
+        &["--batch-size applies to encoders", "leave --batch-size out"],
+    );
+    for bad in ["0", "257", "x"] {
+        fails(
+            &[
+                "--model",
+                "models/tiny-bert-modern",
+                "--input",
+                input,
+                "--batch-size",
+                bad,
+            ],
+            2,
+            &["is not a whole number from 1 to 256"],
+        );
+    }
+    fails(
+        &[
+            "--model",
+            "models/tiny-bert-modern",
+            "--batch-size",
+            "4",
+            "a [MASK] b",
+        ],
+        2,
+        &["--batch-size"],
+    );
 }
