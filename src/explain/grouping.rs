@@ -1,6 +1,6 @@
 //! Which lines share a forward pass ([`super::Explainer::forward_many`]): lines of near
-//! lengths, each padded to its group's longest, as many as the group size and the memory
-//! bound allow.
+//! lengths, each padded to its group's longest, as many as the group size, the tokens of a
+//! pass and the memory bound allow.
 
 /// How lines are grouped into forward passes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -18,8 +18,8 @@ pub struct Grouping {
     pub tokens: usize,
 }
 
-/// A few tokens of padding are always allowed: short lines cost about the same whatever
-/// their length.
+/// A few tokens of padding are always allowed, so that short lines, a quarter of whose
+/// tokens is a token or two, still share passes.
 const PADDING_FREE: usize = 8;
 
 impl Grouping {
@@ -60,9 +60,9 @@ impl Grouping {
 
     /// The groups of `lines` (each its length and what must be equal within a group, such
     /// as the head fusion), as indices into `lines`. Within each key, sorted by length, a
-    /// line joins the group before it while the group has room ([`Grouping::size`], the
-    /// bytes that `heads` and `layers` take at its length), the padding stays small, and
-    /// `alike(n, to)` says every member may be padded to it.
+    /// line joins the group before it while the group has room ([`Grouping::size`],
+    /// [`Grouping::tokens`], the bytes that `heads` and `layers` take at its length), the
+    /// padding stays small, and `alike(n, to)` says every member may be padded to it.
     pub fn plan<K: PartialEq>(
         &self,
         lines: &[(usize, K)],
