@@ -226,11 +226,7 @@ fn explain_texts(
     options: &Options,
 ) -> PyResult<Vec<String>> {
     interruptible(py, |watch| {
-        let mut files = Some(output_files(
-            &options.figures,
-            options.html.as_deref(),
-            &[],
-        )?);
+        let mut files = Some(first_files(options)?);
         let explain = options::watched(&options.explain, watch.progress());
         let mut reports = Vec::with_capacity(texts.len());
         // The forward passes of a group of texts at a time (batch_size), each report then
@@ -251,6 +247,12 @@ fn explain_texts(
     })
 }
 
+/// The figure and page files the options name, for the first text: created before any
+/// model runs.
+fn first_files(options: &Options) -> anyhow::Result<Vec<(OutputFile, Format)>> {
+    output_files(&options.figures, options.html.as_deref(), &[])
+}
+
 /// `one(text, files, progress)` for each text with the GIL released and Ctrl-C heard
 /// ([`interruptible`]: it stops the flow under way and the texts after it), the first text
 /// getting the figure and page files the options name (created before any model runs).
@@ -261,11 +263,7 @@ fn each_text(
     one: impl Fn(&str, Vec<(OutputFile, Format)>, &Progress) -> anyhow::Result<String> + Sync,
 ) -> PyResult<Vec<String>> {
     interruptible(py, |watch| {
-        let mut files = Some(output_files(
-            &options.figures,
-            options.html.as_deref(),
-            &[],
-        )?);
+        let mut files = Some(first_files(options)?);
         texts
             .iter()
             .map(|text| {

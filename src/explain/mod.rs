@@ -516,12 +516,11 @@ impl Explainer {
     /// One plain forward pass over `text`, with what it was given.
     fn run_once(&self, text: &str, options: &ExplainOptions) -> Result<(Prepared, ModelOutput)> {
         let prepared = self.prepare(text, options)?;
-        let output = self.model.forward(
-            &prepared.input,
-            Some(&prepared.types),
-            prepared.target,
-            Keep::default(),
-        )?;
+        let encoding = &prepared.encoding;
+        let (input, types) = self.device_ids(&encoding.ids, &encoding.type_ids)?;
+        let output = self
+            .model
+            .forward(&input, Some(&types), prepared.target, Keep::default())?;
         Ok((prepared, output))
     }
 
@@ -544,14 +543,11 @@ impl Explainer {
             },
             _ => Vec::new(),
         };
-        let (input, types) = self.device_ids(&encoding.ids, &encoding.type_ids)?;
         Ok(Prepared {
             encoding,
             task,
             target,
             candidates,
-            input,
-            types,
         })
     }
 
@@ -658,7 +654,4 @@ struct Prepared {
     target: usize,
     /// Masked LM: the candidate words and their ids.
     candidates: Vec<(String, u32)>,
-    /// `[1, n]` token ids and token types.
-    input: Tensor,
-    types: Tensor,
 }
