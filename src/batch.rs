@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::error::Result;
-use crate::explain::generation::{CausalExplainer, CausalOptions};
+use crate::explain::generation::{CausalExplainer, CausalOptions, Continuation};
 use crate::explain::{
     EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded, Grouping,
 };
@@ -99,8 +99,9 @@ pub enum Batch<'a> {
     /// An encoder: each line's masked word, label or replaced token, the lines' forward
     /// passes grouped as [`Grouping`] says.
     Encoder(&'a Explainer, &'a ExplainOptions, Grouping),
-    /// A causal language model: each line's prompt continued and its generation explained.
-    Causal(&'a CausalExplainer, &'a CausalOptions),
+    /// A causal language model: each line's prompt continued and its generation explained,
+    /// the prompts' steps grouped as [`Grouping`] says.
+    Causal(&'a CausalExplainer, &'a CausalOptions, Grouping),
 }
 
 impl Batch<'_> {
@@ -108,16 +109,17 @@ impl Batch<'_> {
     pub fn device_name(&self) -> &'static str {
         match self {
             Batch::Encoder(explainer, ..) => explainer.device_name(),
-            Batch::Causal(explainer, _) => explainer.device_name(),
+            Batch::Causal(explainer, ..) => explainer.device_name(),
         }
     }
 
     /// How many lines are read before their forward passes run (grouped by length): a
-    /// group's worth twice over for an encoder, one for a causal model (each prompt's
-    /// generation is its own).
+    /// group's worth twice over.
     pub fn window(&self) -> usize {
         match self {
-            Batch::Encoder(_, _, grouping) if grouping.size > 1 => 2 * grouping.size,
+            Batch::Encoder(_, _, grouping) | Batch::Causal(_, _, grouping) if grouping.size > 1 => {
+                2 * grouping.size
+            }
             _ => 1,
         }
     }
@@ -285,31 +287,31 @@ pub fn run_batch(
 /// A line started, or why it cannot be explained.
 type StartedLine<'a> = std::result::Result<Started<'a>, String>;
 
-/// A line ready for a worker: an encoder's after the device's part of its report (its
-/// options and forward pass), a causal model's prompt and options (the worker generates).
+/// A line ready for a worker, after the device's part of its report: an encoder's options
+/// and forward pass, a causal model's options and generation.
 enum Started<'a> {
     Forwarded(&'a Explainer, Box<(ExplainOptions, Forwarded)>),
-    Prompt(&'a CausalExplainer, String, Box<CausalOptions>),
+    Generated(&'a CausalExplainer, Box<(CausalOptions, Continuation)>),
 }
 
-/// A line read: an encoder's text and options, or a causal model's line started; or why
-/// the line cannot be explained.
-type ParsedLine<'a> = std::result::Result<Parsed<'a>, String>;
+/// A line read: an encoder's text and options, or a causal model's prompt and options; or
+/// why the line cannot be explained.
+type ParsedLine = std::result::Result<Parsed, String>;
 
-enum Parsed<'a> {
+enum Parsed {
     Text(String, Box<ExplainOptions>),
-    Started(Started<'a>),
+    Prompt(String, Box<CausalOptions>),
 }
 
 /// Reads a line's fields over the batch's options; or says why the line cannot be explained.
-fn parse_line<'a>(batch: Batch<'a>, line: &Line) -> ParsedLine<'a> {
+fn parse_line(batch: Batch, line: &Line) -> ParsedLine {
     let example = Example::parse(line)?;
     match batch {
         Batch::Encoder(_, options, _) => {
             let options = encoder_options(example_fields(&example, false)?, options)?;
             Ok(Parsed::Text(example.text, Box::new(options)))
         }
-        Batch::Causal(explainer, options) => {
+        Batch::Causal(_, options, _) => {
             example_fields(&example, true)?;
             let mut options = options.clone();
             options.generate = example.generate.unwrap_or(options.generate);
@@ -320,45 +322,70 @@ fn parse_line<'a>(batch: Batch<'a>, line: &Line) -> ParsedLine<'a> {
                 };
                 options.decoding = Decoding::Sample { seed, temperature };
             }
-            Ok(Parsed::Started(Started::Prompt(
-                explainer,
-                example.text,
-                Box::new(options),
-            )))
+            Ok(Parsed::Prompt(example.text, Box::new(options)))
         }
     }
 }
 
-/// The lines read, an encoder's through their forward passes (grouped as the batch says),
-/// in their order.
-fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine<'a>>) -> Vec<StartedLine<'a>> {
-    let texts: Vec<(&str, &ExplainOptions)> = parsed
-        .iter()
-        .filter_map(|line| match line {
-            Ok(Parsed::Text(text, options)) => Some((text.as_str(), options.as_ref())),
-            _ => None,
-        })
-        .collect();
-    let mut forwarded = match batch {
-        Batch::Encoder(explainer, _, grouping) => explainer
-            .forward_many(&texts, &grouping)
-            .into_iter()
-            .map(|f| (explainer, f))
-            .collect(),
-        Batch::Causal(..) => Vec::new(),
-    }
-    .into_iter();
-    parsed
-        .into_iter()
-        .map(|line| match line? {
-            Parsed::Started(started) => Ok(started),
-            Parsed::Text(_, options) => {
-                let (explainer, forwarded) = forwarded.next().expect("one result per text");
-                forwarded
-                    .map(|f| Started::Forwarded(explainer, Box::new((*options, f))))
-                    .map_err(|e| e.to_string())
+/// The lines read through the device's part of their reports (an encoder's forward passes,
+/// a causal model's generation), grouped as the batch says, in their order.
+fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine>) -> Vec<StartedLine<'a>> {
+    let mut started: Vec<Option<StartedLine>> = Vec::with_capacity(parsed.len());
+    let mut lines = Vec::new();
+    for line in parsed {
+        match line {
+            Ok(line) => {
+                lines.push((started.len(), line));
+                started.push(None);
             }
-        })
+            Err(e) => started.push(Some(Err(e))),
+        }
+    }
+    let (indices, lines): (Vec<usize>, Vec<Parsed>) = lines.into_iter().unzip();
+    let results: Vec<StartedLine> = match batch {
+        Batch::Encoder(explainer, _, grouping) => {
+            let (texts, options): (Vec<String>, Vec<Box<ExplainOptions>>) = (lines.into_iter())
+                .filter_map(|line| match line {
+                    Parsed::Text(text, options) => Some((text, options)),
+                    Parsed::Prompt(..) => None,
+                })
+                .unzip();
+            let given: Vec<(&str, &ExplainOptions)> = (texts.iter().zip(&options))
+                .map(|(text, options)| (text.as_str(), options.as_ref()))
+                .collect();
+            let forwarded = explainer.forward_many(&given, &grouping);
+            (forwarded.into_iter().zip(options))
+                .map(|(f, options)| {
+                    f.map(|f| Started::Forwarded(explainer, Box::new((*options, f))))
+                        .map_err(|e| e.to_string())
+                })
+                .collect()
+        }
+        Batch::Causal(explainer, _, grouping) => {
+            let (prompts, options): (Vec<String>, Vec<Box<CausalOptions>>) = (lines.into_iter())
+                .filter_map(|line| match line {
+                    Parsed::Prompt(prompt, options) => Some((prompt, options)),
+                    Parsed::Text(..) => None,
+                })
+                .unzip();
+            let given: Vec<(&str, &CausalOptions)> = (prompts.iter().zip(&options))
+                .map(|(prompt, options)| (prompt.as_str(), options.as_ref()))
+                .collect();
+            let generated = explainer.generate_many(&given, &grouping);
+            (generated.into_iter().zip(options))
+                .map(|(g, options)| {
+                    g.map(|g| Started::Generated(explainer, Box::new((*options, g))))
+                        .map_err(|e| e.to_string())
+                })
+                .collect()
+        }
+    };
+    for (i, result) in indices.into_iter().zip(results) {
+        started[i] = Some(result);
+    }
+    started
+        .into_iter()
+        .map(|s| s.expect("every line has its result"))
         .collect()
 }
 
@@ -428,8 +455,8 @@ fn finish_line(number: usize, started: StartedLine) -> Record {
             Started::Forwarded(explainer, started) => explainer
                 .finish(started.1, &started.0)
                 .map(|report| Record::Report(Box::new(report))),
-            Started::Prompt(explainer, prompt, options) => explainer
-                .explain(&prompt, &options)
+            Started::Generated(explainer, started) => explainer
+                .finish(started.1, &started.0)
                 .map(|report| Record::Causal(Box::new(report))),
         }
         .map_err(|e| e.to_string())

@@ -1,12 +1,13 @@
 //! Generating text token by token (greedy or seeded sampling), keeping the attention of
 //! every step as one causal attention stack.
 
-use candle_core::{DType, Device, Tensor};
+use std::mem::take;
+
+use candle_core::{DType, Tensor};
 
 use crate::attention::AttentionStack;
 use crate::error::{Error, Result};
-use crate::model::causal::{CausalLm, KvCache};
-use crate::model::Keep;
+use crate::model::causal::{CausalLm, KvCache, StepOutput};
 
 /// How the next token is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,48 +38,139 @@ pub fn generate(
     prompt: &[u32],
     count: usize,
     decoding: Decoding,
-    device: &Device,
 ) -> Result<Generation> {
-    let mut cache = KvCache::default();
-    let mut rng = SplitMix64(match decoding {
-        Decoding::Sample { seed, .. } => seed,
-        Decoding::Greedy => 0,
-    });
-    let mut feed = prompt.to_vec();
-    let mut steps: Vec<Vec<Tensor>> = Vec::new();
-    let mut ids = Vec::with_capacity(count);
+    let asked = Prompt {
+        ids: prompt,
+        count,
+        decoding,
+    };
+    generate_many(model, &[asked])?
+        .pop()
+        .expect("one generation per prompt")
+}
+
+/// What to generate from one prompt.
+#[derive(Debug, Clone, Copy)]
+pub struct Prompt<'a> {
+    /// The prompt's ids (≥ 1, with `ids.len() + count ≤` the model's positions).
+    pub ids: &'a [u32],
+    /// How many tokens to generate (≥ 1), fewer if an end-of-text id comes.
+    pub count: usize,
+    pub decoding: Decoding,
+}
+
+/// [`generate`] from several prompts at once: each step feeds every unfinished prompt's
+/// new tokens through the model together ([`CausalLm::step_lines`]), each prompt's
+/// attention on its own cache. A prompt alone feeds one row a step after its first, which
+/// a wide layer multiplies with gemv, where the rows of several prompts take the general
+/// kernel ([`crate::linalg::Dense`]): each generation is its prompt's alone within float32
+/// rounding (tests/batching.rs). One result per prompt (a prompt whose logits are not
+/// finite gets its error, the others go on); an error of the model's step itself is every
+/// prompt's, returned as the whole call's.
+pub fn generate_many(model: &dyn CausalLm, prompts: &[Prompt]) -> Result<Vec<Result<Generation>>> {
+    let mut lines: Vec<Line> = prompts.iter().map(Line::new).collect();
+    let mut caches: Vec<KvCache> = prompts.iter().map(|_| KvCache::default()).collect();
     loop {
+        let running: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].done.is_none())
+            .collect();
+        if running.is_empty() {
+            break;
+        }
         // Where the model runs every position again (Phi-3 past its original context), the
         // attention of every position comes from that run.
-        if model.recomputes(cache.len(), feed.len()) {
-            cache = KvCache::default();
-            feed = [prompt, &ids].concat();
-            steps.clear();
+        for &i in &running {
+            if model.recomputes(caches[i].len(), lines[i].feed.len()) {
+                caches[i] = KvCache::default();
+                lines[i].restart();
+            }
         }
-        let input = Tensor::new(feed.as_slice(), device)?.unsqueeze(0)?;
-        let step = model.step(&input, &mut cache, Keep::default())?;
-        steps.push(step.attentions());
-        let logits: Vec<f32> = step.logits.to_dtype(DType::F32)?.to_vec1()?;
+        let feeds: Vec<&[u32]> = running.iter().map(|&i| lines[i].feed.as_slice()).collect();
+        let mut stepped: Vec<KvCache> = running.iter().map(|&i| take(&mut caches[i])).collect();
+        let outputs = model.step_lines(&feeds, &mut stepped)?;
+        for ((&i, cache), output) in running.iter().zip(stepped).zip(outputs) {
+            caches[i] = cache;
+            lines[i].take(&output, model.eos());
+        }
+    }
+    Ok(lines
+        .into_iter()
+        .map(|line| line.done.expect("every line has finished"))
+        .collect())
+}
+
+/// One prompt's generation under way.
+struct Line<'a> {
+    prompt: Prompt<'a>,
+    rng: SplitMix64,
+    /// The ids of the next step.
+    feed: Vec<u32>,
+    ids: Vec<u32>,
+    /// Each step's attention, per layer `[1, heads, q, seen + q]`.
+    steps: Vec<Vec<Tensor>>,
+    done: Option<Result<Generation>>,
+}
+
+impl<'a> Line<'a> {
+    fn new(prompt: &Prompt<'a>) -> Self {
+        Self {
+            prompt: *prompt,
+            rng: SplitMix64(match prompt.decoding {
+                Decoding::Sample { seed, .. } => seed,
+                Decoding::Greedy => 0,
+            }),
+            feed: prompt.ids.to_vec(),
+            ids: Vec::with_capacity(prompt.count),
+            steps: Vec::new(),
+            done: None,
+        }
+    }
+
+    /// From the first position again: the prompt and every token generated so far.
+    fn restart(&mut self) {
+        self.feed = [self.prompt.ids, &self.ids].concat();
+        self.steps.clear();
+    }
+
+    /// A step's output: its attention kept, the next token chosen, and the line done when it
+    /// is an end-of-text id (of `eos`) or the last asked for.
+    fn take(&mut self, step: &StepOutput, eos: &[u32]) {
+        self.steps.push(step.attentions());
+        let next = match self.next(&step.logits) {
+            Ok(next) => next,
+            Err(e) => {
+                self.done = Some(Err(e));
+                return;
+            }
+        };
+        self.ids.push(next);
+        let stopped_at_eos = eos.contains(&next);
+        if stopped_at_eos || self.ids.len() == self.prompt.count {
+            let n = self.prompt.ids.len() + self.ids.len() - 1;
+            self.done = Some(assemble(&self.steps, n).map(|attention| Generation {
+                ids: take(&mut self.ids),
+                attention,
+                stopped_at_eos,
+            }));
+            self.steps.clear();
+        }
+        self.feed = vec![next];
+    }
+
+    /// The next token from a step's logits (`[vocab]`).
+    fn next(&mut self, logits: &Tensor) -> Result<u32> {
+        let logits: Vec<f32> = logits.to_dtype(DType::F32)?.to_vec1()?;
         if logits.iter().any(|l| !l.is_finite()) {
             return Err(Error::NotFinite {
                 what: "the language-model head's output".into(),
             });
         }
-        let next = match decoding {
+        Ok(match self.prompt.decoding {
             Decoding::Greedy => argmax(&logits),
-            Decoding::Sample { temperature, .. } => sample(&logits, temperature, rng.next_unit()),
-        };
-        ids.push(next);
-        let stopped_at_eos = model.eos().contains(&next);
-        if stopped_at_eos || ids.len() == count {
-            let attention = assemble(&steps, prompt.len() + ids.len() - 1)?;
-            return Ok(Generation {
-                ids,
-                attention,
-                stopped_at_eos,
-            });
-        }
-        feed = vec![next];
+            Decoding::Sample { temperature, .. } => {
+                sample(&logits, temperature, self.rng.next_unit())
+            }
+        })
     }
 }
 

@@ -1,17 +1,16 @@
 //! Batch mode's grouped forward passes (`--batch-size`): lines of very different lengths in
-//! one pass, each padded to the longest, give every line the report it gets alone, on every
-//! family and task.
+//! one pass, each padded to the longest, give every line the report it gets alone, to the
+//! bit, on every family and task.
 //!
-//! Each line's attention runs on its own tokens, and candle's CPU product gives each row of a
-//! dense layer the same bits whatever the rows around it, at the widths of real checkpoints:
-//! their reports are identical. The tiny checkpoints' layers are 32 wide, where gemm's kernel
-//! depends on the number of rows (`narrow_products_depend_on_the_rows` below): there the
-//! reports differ by float32 rounding, at most 7.5e-6 as measured.
+//! Each line's attention runs on its own tokens, and a dense layer gives each row the same
+//! bits whatever the rows around it
+//! (`a_dense_row_does_not_depend_on_the_rows_beside_it` below).
 
 mod common;
 
 use std::path::Path;
 
+use bert_explain::causal::{CausalExplainer, CausalOptions, Decoding};
 use bert_explain::explain::Grouping;
 use bert_explain::model::Reads;
 use bert_explain::{DeviceChoice, ExplainOptions, Explainer, ModelSource};
@@ -111,36 +110,50 @@ fn every_tiny_checkpoint_reports_each_line_as_alone() {
         measured.push((name, grouped_against_alone(&dir)));
     }
     for (name, worst) in &measured {
-        println!("{name}: {worst:e}");
-        assert!(*worst <= TINY_ROUNDING, "{name}: {worst:e}");
+        assert_eq!(*worst, 0.0, "{name}");
     }
     assert!(measured.len() > 20);
 }
 
-/// What float32 products of 32-wide layers may round apart, grouped or alone.
-const TINY_ROUNDING: f64 = 1e-5;
-
-/// The cause of the tiny checkpoints' differences: a dense layer's row gets other bits from a
-/// product of 8 rows than from one of 24 when the layer is 32 wide, the same bits when it is
-/// 384 wide (real checkpoints: 256 to 4,096).
+/// Why grouping changes no bit: a dense layer gives a row the same bits whatever the rows
+/// beside it (`Dense` multiplies enough rows that candle's CPU product always takes the same
+/// kernel), at the widths of the tiny checkpoints, of real ones and of a head with few outputs.
 #[test]
-fn narrow_products_depend_on_the_rows() {
+fn a_dense_row_does_not_depend_on_the_rows_beside_it() {
     use bert_explain::linalg::Dense;
     use candle_core::{Device, Module, Tensor};
-    let rows_apart = |width: usize| -> f32 {
-        let values = |count: usize, seed: f32| -> Vec<f32> {
-            (0..count).map(|i| (i as f32 * 0.37 + seed).sin()).collect()
-        };
-        let x = Tensor::from_vec(values(24 * width, 0.1), (24, width), &Device::Cpu).unwrap();
-        let w = Tensor::from_vec(values(width * width, 0.7), (width, width), &Device::Cpu).unwrap();
-        let dense = Dense::new(w, None);
-        let all = dense.forward(&x).unwrap().narrow(0, 0, 8).unwrap();
-        let first = dense.forward(&x.narrow(0, 0, 8).unwrap()).unwrap();
-        let apart = (all - first).unwrap().abs().unwrap().flatten_all().unwrap();
-        apart.max(0).unwrap().to_scalar::<f32>().unwrap()
+    let values = |count: usize, seed: f32| -> Vec<f32> {
+        (0..count).map(|i| (i as f32 * 0.37 + seed).sin()).collect()
     };
-    assert!(rows_apart(32) > 0.0);
-    assert_eq!(rows_apart(384), 0.0);
+    for (inner, out) in [
+        (32, 32),
+        (32, 37),
+        (128, 128),
+        (768, 3072),
+        (3072, 768),
+        (768, 33),
+        (768, 2),
+    ] {
+        let x = Tensor::from_vec(values(100 * inner, 0.1), (100, inner), &Device::Cpu).unwrap();
+        let w = Tensor::from_vec(values(out * inner, 0.7), (out, inner), &Device::Cpu).unwrap();
+        let dense = Dense::new(w, None);
+        let all = dense.forward(&x).unwrap();
+        // One row of a wide layer takes gemv: the grouped passes keep such rows alone.
+        let fewest = if out > 256 { 2 } else { 1 };
+        for rows in [1, 2, 3, 8, 17, 64, 65, 80]
+            .into_iter()
+            .filter(|&r| r >= fewest)
+        {
+            let some = dense.forward(&x.narrow(0, 0, rows).unwrap()).unwrap();
+            let apart = (all.narrow(0, 0, rows).unwrap() - some).unwrap();
+            let apart = apart.abs().unwrap().flatten_all().unwrap().max(0).unwrap();
+            assert_eq!(
+                apart.to_scalar::<f32>().unwrap(),
+                0.0,
+                "{inner} → {out}, {rows} rows"
+            );
+        }
+    }
 }
 
 #[test]
@@ -156,23 +169,130 @@ fn real_checkpoints_report_each_line_as_alone() {
     }
 }
 
-/// `--batch-size` takes 1 to 256 lines, and only where lines are grouped: an encoder's.
+/// Each prompt's causal report, generated beside every other prompt in shared steps,
+/// against the prompt's alone: the largest difference. The prompts differ in length and in
+/// the tokens asked for (some stop where the others go on), one is sampled.
+fn causal_grouped_against_alone(model: &Path, words: &[&str]) -> f64 {
+    let device = bert_explain::device(DeviceChoice::Cpu).unwrap();
+    let source = ModelSource::Folder(model.to_path_buf());
+    let explainer = CausalExplainer::load(&source, &device).unwrap();
+    let asked: Vec<(String, CausalOptions)> = [(1, 3), (9, 6), (4, 1), (14, 4), (2, 6), (6, 2)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, generate))| {
+            let prompt: Vec<&str> = words.iter().cycle().skip(i).take(n).copied().collect();
+            let decoding = match i {
+                3 => Decoding::Sample {
+                    seed: 7,
+                    temperature: 0.8,
+                },
+                _ => Decoding::Greedy,
+            };
+            let options = CausalOptions {
+                generate,
+                decoding,
+                ..CausalOptions::default()
+            };
+            (prompt.join(" "), options)
+        })
+        .collect();
+    let given: Vec<(&str, &CausalOptions)> = asked.iter().map(|(p, o)| (p.as_str(), o)).collect();
+    let together = Grouping {
+        padding: f64::INFINITY,
+        ..Grouping::of(given.len())
+    };
+    let mut worst = 0.0f64;
+    for ((prompt, options), generated) in
+        given.iter().zip(explainer.generate_many(&given, &together))
+    {
+        let alone = explainer.explain(prompt, options).unwrap();
+        let grouped = explainer.finish(generated.unwrap(), options).unwrap();
+        let (a, g) = (
+            serde_json::to_value(&alone).unwrap(),
+            serde_json::to_value(&grouped).unwrap(),
+        );
+        worst = worst.max(difference(&a, &g, prompt));
+    }
+    worst
+}
+
+/// Prompts generate together as alone: the same tokens, and maps within float32 rounding.
+/// A prompt alone feeds one row a step, which wide layers multiply with gemv; several
+/// prompts' rows take the general kernel (`crate::linalg::Dense`).
+#[test]
+fn prompts_generated_together_report_as_alone() {
+    let english = [
+        "the", "author", "talked", "to", "sara", "about", "her", "book", "and", "they",
+    ];
+    let mut measured = Vec::new();
+    for entry in std::fs::read_dir(repo().join("models")).unwrap() {
+        let dir = entry.unwrap().path();
+        let source = ModelSource::Folder(dir.clone());
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("tiny-") && bert_explain::model::families::is_causal(&source) {
+            measured.push((name, causal_grouped_against_alone(&dir, &english)));
+        }
+    }
+    let austen = repo().join("models/austen-gpt2");
+    measured.push((
+        "austen-gpt2".into(),
+        causal_grouped_against_alone(&austen, &english),
+    ));
+    let protein = ["E", "V", "Q", "L", "V", "E", "S", "G", "G", "G", "L"];
+    let iglm = real_model("iglm-gpt2");
+    measured.push(("iglm".into(), causal_grouped_against_alone(&iglm, &protein)));
+    for (name, worst) in &measured {
+        println!("{name}: {worst:e}");
+    }
+    for (name, worst) in &measured {
+        assert!(*worst <= 1e-6, "{name}: {worst:e}");
+    }
+    assert!(measured.len() > 10);
+}
+
+/// `--batch-size` takes 1 to 256 lines, with an encoder or a causal model: a causal model's
+/// prompts generated together give the reports they give a prompt at a time.
 #[test]
 fn the_batch_size_is_checked() {
-    let input = repo().join("data/pronouns.jsonl");
+    let input = repo().join("data/austen-next-word.jsonl");
     let input = input.to_str().unwrap();
-    fails(
-        &[
-            "--model",
-            "models/tiny-gpt2",
-            "--input",
-            input,
-            "--batch-size",
-            "4",
-        ],
-        2,
-        &["--batch-size applies to encoders", "leave --batch-size out"],
-    );
+    let lines = |size: &str| -> Vec<Value> {
+        let dir = tempfile::tempdir().unwrap();
+        let first = dir.path().join("first.jsonl");
+        // Twelve prompts, each generating as many tokens as its place says.
+        let text = std::fs::read_to_string(input).unwrap();
+        let prompts: Vec<String> = (text.lines().take(12).enumerate())
+            .map(|(i, line)| {
+                let mut line: Value = serde_json::from_str(line).unwrap();
+                line["generate"] = (1 + i % 4).into();
+                line.to_string()
+            })
+            .collect();
+        std::fs::write(&first, prompts.join("\n")).unwrap();
+        let output = dir.path().join("out.jsonl");
+        common::bin()
+            .args(["--model", "models/austen-gpt2", "--batch-size", size])
+            .arg("--input")
+            .arg(&first)
+            .arg("--output")
+            .arg(&output)
+            .assert()
+            .success();
+        let written = std::fs::read_to_string(&output).unwrap();
+        written
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (alone, together) = (lines("1"), lines("5"));
+    assert_eq!(alone.len(), 12);
+    assert!(alone
+        .iter()
+        .all(|report| report["generated_ids"].is_array()));
+    let worst = (alone.iter().zip(&together))
+        .map(|(a, t)| difference(a, t, "line"))
+        .fold(0.0, f64::max);
+    assert!(worst <= 1e-6, "{worst:e}");
     for bad in ["0", "257", "x"] {
         fails(
             &[

@@ -11,7 +11,6 @@ use bert_explain::cli::{
 };
 use bert_explain::faithfulness::correlations::{Evaluation, Summary};
 use bert_explain::input::{Line, Lines, LINE_LIMIT};
-use bert_explain::relevance::Progress;
 use bert_explain::report::{Explained, Format, GeneratedView, OutputFile};
 use bert_explain::{DeviceChoice, ExplainOptions, Loaded, ModelSource};
 use pyo3::prelude::*;
@@ -50,10 +49,8 @@ impl Explainer {
             true => ours.concat(),
             false => ours[0].to_vec(),
         };
-        // How many of an encoder's texts share a forward pass (--batch-size).
-        if let Loaded::Encoder(_) = &self.inner {
-            allowed.push("batch_size");
-        }
+        // How many texts share a forward pass (--batch-size).
+        allowed.push("batch_size");
         // The other kind's options get the command line's message for them.
         for (key, value) in options.iter().flat_map(|dict| dict.iter()) {
             let key: String = key.extract()?;
@@ -190,7 +187,7 @@ impl Explainer {
                 Loaded::Encoder(inner) => Batch::Encoder(inner, &explain, options.grouping),
                 Loaded::Causal(inner) => {
                     causal = options.causal.options(&explain);
-                    Batch::Causal(inner, &causal)
+                    Batch::Causal(inner, &causal, options.grouping)
                 }
             };
             let mut records = vec![None; lines.len()];
@@ -253,27 +250,6 @@ fn first_files(options: &Options) -> anyhow::Result<Vec<(OutputFile, Format)>> {
     output_files(&options.figures, options.html.as_deref(), &[])
 }
 
-/// `one(text, files, progress)` for each text with the GIL released and Ctrl-C heard
-/// ([`interruptible`]: it stops the flow under way and the texts after it), the first text
-/// getting the figure and page files the options name (created before any model runs).
-fn each_text(
-    py: Python<'_>,
-    texts: &[String],
-    options: &Options,
-    one: impl Fn(&str, Vec<(OutputFile, Format)>, &Progress) -> anyhow::Result<String> + Sync,
-) -> PyResult<Vec<String>> {
-    interruptible(py, |watch| {
-        let mut files = Some(first_files(options)?);
-        texts
-            .iter()
-            .map(|text| {
-                watch.check()?;
-                one(text, files.take().unwrap_or_default(), watch.progress())
-            })
-            .collect()
-    })
-}
-
 /// The causal report of each prompt, and the figure and page of the one prompt there may be.
 fn explain_prompts(
     py: Python<'_>,
@@ -295,15 +271,30 @@ fn explain_prompts(
             generate,
         }));
     }
-    each_text(py, prompts, options, |prompt, files, progress| {
+    interruptible(py, |watch| {
+        let mut files = Some(first_files(options)?);
         let watched = CausalOptions {
-            progress: Some(progress.clone()),
+            progress: Some(watch.progress().clone()),
             ..causal.clone()
         };
-        let report = inner.explain(prompt, &watched)?;
-        let shown = Explained::from(GeneratedView::new(report, token)?);
-        write_outputs(files, &shown, |_| {})?;
-        json(&shown)
+        let mut reports = Vec::with_capacity(prompts.len());
+        // A group of prompts generated at a time (batch_size), each report then finished in
+        // turn.
+        for chunk in prompts.chunks(options.grouping.size) {
+            watch.check()?;
+            let given: Vec<(&str, &CausalOptions)> = chunk
+                .iter()
+                .map(|prompt| (prompt.as_str(), &watched))
+                .collect();
+            for generated in inner.generate_many(&given, &options.grouping) {
+                watch.check()?;
+                let report = inner.finish(generated?, &watched)?;
+                let shown = Explained::from(GeneratedView::new(report, token)?);
+                write_outputs(files.take().unwrap_or_default(), &shown, |_| {})?;
+                reports.push(json(&shown)?);
+            }
+        }
+        Ok(reports)
     })
 }
 

@@ -31,7 +31,7 @@ pub struct Options {
     pub mixing_all: bool,
     /// A causal model's choices (`generate`, `sample`, `seed`, ...), as the command line's.
     pub causal: CausalArgs,
-    /// `batch_size`: how an encoder's texts share forward passes.
+    /// `batch_size`: how texts share forward passes (a causal model's: generation).
     pub grouping: Grouping,
 }
 

@@ -272,6 +272,15 @@ def test_an_encoder_refuses_a_causal_models_keywords(modern):
         modern.batch_records([(1, '{"text": "a [MASK] b"}')], generate=3)
 
 
+def test_causal_prompts_generated_together_equal_each_alone():
+    explainer = bert_explain.Explainer(GPT2)
+    prompts = [PROMPT, "Once", "Once upon a time there was a", "The"]
+    alone = [explainer.explain(p, generate=3) for p in prompts]
+    assert explainer.explain_batch(prompts, generate=3, batch_size=4) == alone
+    with pytest.raises(bert_explain.UsageError, match="batch_size must be a whole number"):
+        explainer.explain_batch(prompts, batch_size=0)
+
+
 def test_causal_batch_records_equal_batch_mode(tmp_path):
     lines = [
         '{"text": "The author talked to Sara about"}',

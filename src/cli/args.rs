@@ -34,9 +34,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE.jsonl", requires = "input")]
     pub output: Option<PathBuf>,
 
-    /// With --input: the most lines of near lengths that share one forward pass (1: a line
-    /// at a time). Long lines make smaller groups, so that a group's attention stays under
-    /// 1 GiB.
+    /// With --input: the most lines of near lengths that share one forward pass (a causal
+    /// model's: the prompts that generate together; 1: a line at a time). Long lines make
+    /// smaller groups, so that a group's attention stays under 1 GiB.
     #[arg(long, value_name = "N", default_value_t = Grouping::DEFAULT_SIZE,
           value_parser = parse_batch_size, requires = "input")]
     pub batch_size: usize,

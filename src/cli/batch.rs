@@ -88,15 +88,16 @@ fn summary(batch: Batch, outcome: &BatchOutcome, seconds: f64) -> String {
                 outcome.workers,
             )
         }
-        Batch::Causal(_, options) => format!(
-            "{}{lines} prompts ({failed} failed) in {seconds:.2} s: {rate:.1} prompts/s (generating and explaining {:.2} s on {}, over {} threads)\n",
+        Batch::Causal(_, options, _) => format!(
+            "{}{lines} prompts ({failed} failed) in {seconds:.2} s: {rate:.1} prompts/s (generating {:.2} s on {}; explaining {:.2} s on the host, over {} threads)\n",
             match options.evaluate {
                 // Each example a generated token.
                 Some(_) => format!("Every generated token of every prompt:\n{}", outcome.summary),
                 None => String::new(),
             },
-            outcome.finish_seconds,
+            outcome.forward_seconds,
             batch.device_name(),
+            outcome.finish_seconds,
             outcome.workers,
         ),
     }

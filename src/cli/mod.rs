@@ -133,7 +133,8 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
             let options = causal::batch_options(&args.causal, &options);
             eprintln!("Loading {source} (causal LM: generating from each prompt)");
             let explainer = CausalExplainer::load(&source, &device)?;
-            return batch::run(args, input, Batch::Causal(&explainer, &options));
+            let grouping = Grouping::of(args.batch_size);
+            return batch::run(args, input, Batch::Causal(&explainer, &options, grouping));
         }
         _ => {}
     }

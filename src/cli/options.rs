@@ -84,7 +84,7 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("pretokenized", &[Masked, Batch]),
     ("tokens", &[Attention]),
     ("output", &[Batch, CausalBatch]),
-    ("batch_size", &[Batch]),
+    ("batch_size", &[Batch, CausalBatch]),
     ("json", &[Masked, Attention, Causal]),
     ("layers", &[Masked, Attention, Causal]),
     ("all_positions", &[Masked, Attention, Batch]),

@@ -26,7 +26,7 @@ use crate::faithfulness::eraser::{eraser_of, Erasable};
 use crate::faithfulness::{
     blank_if_needed, importance, Blank, Importance, ImportanceQuery, NextToken,
 };
-use crate::generate::{generate, Decoding, Generation};
+use crate::generate::{generate, generate_many, Decoding, Generation, Prompt};
 use crate::methods::causal::{causal_mixings, Generated};
 use crate::methods::CausalMixings;
 use crate::methods::Mixing;
@@ -38,7 +38,7 @@ use crate::relevance::Progress;
 use crate::report::causal::{rank, CausalReport, GenerationInfo};
 use crate::tokens::causal::CausalTokenizer;
 
-use super::EvaluateOptions;
+use super::{EvaluateOptions, Grouping};
 
 /// What to generate and explain, beyond the prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +117,88 @@ impl CausalExplainer {
 
     /// Generates from `prompt` and explains every generated token, on any thread.
     pub fn explain(&self, prompt: &str, options: &CausalOptions) -> Result<CausalReport> {
-        let (prompt_ids, generation) = self.generate(prompt, options)?;
+        let generated = self.generate(prompt, options)?;
+        self.finish(generated, options)
+    }
+
+    /// What the model generates from each prompt as its options say, the device's part of
+    /// each report, the prompts grouped into shared steps as `grouping` says (a causal line
+    /// pads nothing: lines of any lengths share a step). Each generation is the prompt's
+    /// alone, its tokens the same and its attention within float32 rounding
+    /// ([`generate_many`]). A prompt that cannot be generated from gets its error and leaves
+    /// the others be.
+    pub fn generate_many(
+        &self,
+        prompts: &[(&str, &CausalOptions)],
+        grouping: &Grouping,
+    ) -> Vec<Result<Continuation>> {
+        let mut results: Vec<Option<Result<Continuation>>> = Vec::with_capacity(prompts.len());
+        let mut checked = Vec::with_capacity(prompts.len());
+        for (i, (prompt, options)) in prompts.iter().enumerate() {
+            match self.checked_prompt(prompt, options) {
+                Ok(ids) => {
+                    checked.push((i, ids));
+                    results.push(None);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        let lengths: Vec<(usize, ())> = checked.iter().map(|(_, ids)| (ids.len(), ())).collect();
+        let packed = Grouping {
+            padding: f64::INFINITY,
+            ..*grouping
+        };
+        let dims = self.model.dims();
+        for group in packed.plan(&lengths, (dims.heads, dims.layers), |_, _| true) {
+            let lines: Vec<(usize, &[u32])> = (group.iter())
+                .map(|&k| (checked[k].0, checked[k].1.as_slice()))
+                .collect();
+            let asked: Vec<Prompt> = (lines.iter())
+                .map(|&(i, ids)| Prompt {
+                    ids,
+                    count: prompts[i].1.generate,
+                    decoding: prompts[i].1.decoding,
+                })
+                .collect();
+            let generated = |(i, ids): (usize, &[u32]), generation: Result<Generation>| {
+                generation.map(|generation| Continuation {
+                    prompt: prompts[i].0.to_string(),
+                    prompt_ids: ids.to_vec(),
+                    generation,
+                })
+            };
+            match generate_many(self.model.as_ref(), &asked) {
+                Ok(each) => {
+                    for (&line, generation) in lines.iter().zip(each) {
+                        results[line.0] = Some(generated(line, generation));
+                    }
+                }
+                // A group that fails (the device's memory) runs again a prompt at a time, so
+                // that each prompt gets its own report or error.
+                Err(_) if lines.len() > 1 => {
+                    for (&line, one) in lines.iter().zip(&asked) {
+                        let alone = generate(self.model.as_ref(), one.ids, one.count, one.decoding);
+                        results[line.0] = Some(generated(line, alone));
+                    }
+                }
+                Err(e) => results[lines[0].0] = Some(Err(e)),
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every prompt has its result"))
+            .collect()
+    }
+
+    /// A causal report from what the model generated ([`CausalExplainer::generate_many`]):
+    /// the maps and methods of every generated token, on the host (any thread).
+    pub fn finish(&self, generated: Continuation, options: &CausalOptions) -> Result<CausalReport> {
+        bind_to_thread(&self.device)?;
+        let Continuation {
+            prompt,
+            prompt_ids,
+            generation,
+        } = generated;
         let m = prompt_ids.len();
         let told = Progress::of(options.progress.as_ref());
         // Every token's flows (attention's, then each other method's) as one count: each
@@ -201,7 +282,7 @@ impl CausalExplainer {
             family: self.model.model_type().into(),
             task: "causal-lm".into(),
             device: device_name(&self.device).into(),
-            prompt: prompt.into(),
+            prompt,
             prompt_tokens,
             prompt_ids,
             generated_tokens: self.tokenizer.token_texts(&generation.ids)?,
@@ -312,7 +393,11 @@ impl CausalExplainer {
         options: &CausalOptions,
         layer: usize,
     ) -> Result<LayerHeads> {
-        let (prompt_ids, generation) = self.generate(prompt, options)?;
+        let Continuation {
+            prompt_ids,
+            generation,
+            ..
+        } = self.generate(prompt, options)?;
         let stack = &generation.attention;
         let l = LayerHeads::index(layer, stack.layers())?;
         let ids = [&prompt_ids[..], &generation.ids[..]].concat();
@@ -320,17 +405,10 @@ impl CausalExplainer {
         LayerHeads::new(tokens, &stack.tensor().i(l)?)
     }
 
-    /// The prompt's ids and what the model generates from them as `options` say.
-    fn generate(&self, prompt: &str, options: &CausalOptions) -> Result<(Vec<u32>, Generation)> {
-        let prompt_ids = self.checked_prompt(prompt, options)?;
-        let generation = generate(
-            self.model.as_ref(),
-            &prompt_ids,
-            options.generate,
-            options.decoding,
-            &self.device,
-        )?;
-        Ok((prompt_ids, generation))
+    /// What the model generates from `prompt` alone as `options` say.
+    fn generate(&self, prompt: &str, options: &CausalOptions) -> Result<Continuation> {
+        let mut one = self.generate_many(&[(prompt, options)], &Grouping::ONE);
+        one.pop().expect("one result per prompt")
     }
 
     /// The prompt's ids, after checking the prompt and `options.generate` against the
@@ -373,6 +451,14 @@ impl CausalExplainer {
         }
         Ok(prompt_ids)
     }
+}
+
+/// A prompt and what the model generated from it: the device's part of a causal report,
+/// which [`CausalExplainer::finish`] completes on the host.
+pub struct Continuation {
+    prompt: String,
+    prompt_ids: Vec<u32>,
+    generation: Generation,
 }
 
 /// A generated text and its maps, which its evaluation reads.

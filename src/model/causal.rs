@@ -90,6 +90,13 @@ pub trait CausalLm: Send + Sync {
     /// `ids`: `[1, q]` u32, the positions after those in `cache`, which this call extends.
     fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput>;
 
+    /// Several lines' steps in one pass: line i's `feeds[i]` (≥ 1 ids) after the positions
+    /// in `caches[i]`, which it extends. Their rows go through each dense layer together,
+    /// one after another; each line's attention runs on its own cache. → one output per
+    /// line, the one [`CausalLm::step`] gives the line alone with nothing kept (the same
+    /// bits where the line alone has more than one row: [`crate::linalg::Dense`]).
+    fn step_lines(&self, feeds: &[&[u32]], caches: &mut [KvCache]) -> Result<Vec<StepOutput>>;
+
     /// Whether a step from `seen` cached positions with `q` new ones must run every position
     /// again instead: Phi-3's LongRoPE, once the text passes its original context, rotates
     /// every position with its long factors, and transformers then drops the cache (its
@@ -120,11 +127,112 @@ pub trait CausalLm: Send + Sync {
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor>;
 }
 
+/// Where one line's rows are in a step over several lines ([`CausalLm::step_lines`]): its
+/// `q` new positions are rows `start..start + q` of the step's `[1, rows]` input, after the
+/// `seen` in its cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fed {
+    pub start: usize,
+    pub q: usize,
+    pub seen: usize,
+}
+
+/// The cache one layer's causal attention step reads and extends.
+pub(crate) enum Cached<'a> {
+    /// The layer's cache of every line of the batch alike, after the positions `seen` in it
+    /// (`None`: nothing seen yet, or no cache kept).
+    Alike(&'a mut Option<(Tensor, Tensor)>, usize),
+    /// Lines one after another along the positions of a batch of one, each with its cache.
+    Lines(Vec<(&'a mut Option<(Tensor, Tensor)>, Fed)>),
+}
+
+impl<'a> Cached<'a> {
+    /// Every layer's cache of lines `fed`, one [`KvCache`] a line (made ready by [`pack`]).
+    pub fn lines(caches: &'a mut [KvCache], fed: &[Fed]) -> Vec<Self> {
+        let layers = caches.first().map_or(0, |cache| cache.layers.len());
+        let mut each: Vec<Vec<_>> = (0..layers).map(|_| Vec::new()).collect();
+        for (cache, fed) in caches.iter_mut().zip(fed) {
+            for (layer, kv) in each.iter_mut().zip(cache.layers.iter_mut()) {
+                layer.push((kv, *fed));
+            }
+        }
+        each.into_iter().map(Cached::Lines).collect()
+    }
+}
+
+/// The position of each row of a step over lines `fed`, first row first.
+pub(crate) fn positions(fed: &[Fed]) -> Vec<u32> {
+    (fed.iter())
+        .flat_map(|f| (f.seen..f.seen + f.q).map(|p| p as u32))
+        .collect()
+}
+
+/// Several lines' ids as one step's `[1, rows]` input, one line after another, and where
+/// each line is; each cache made ready for `layers` layers.
+pub(crate) fn pack(
+    feeds: &[&[u32]],
+    caches: &mut [KvCache],
+    layers: usize,
+    device: &candle_core::Device,
+) -> Result<(Tensor, Vec<Fed>)> {
+    let mut fed = Vec::with_capacity(feeds.len());
+    let mut start = 0;
+    for (feed, cache) in feeds.iter().zip(caches.iter_mut()) {
+        cache.layers.resize(layers, None);
+        fed.push(Fed {
+            start,
+            q: feed.len(),
+            seen: cache.len(),
+        });
+        start += feed.len();
+    }
+    let ids = Tensor::new(feeds.concat(), device)?.unsqueeze(0)?;
+    Ok((ids, fed))
+}
+
+/// `x`: `[1, rows, hidden]` → each line's last row, `[lines, hidden]`.
+pub(crate) fn last_rows(x: &Tensor, fed: &[Fed]) -> Result<Tensor> {
+    let rows: Vec<u32> = fed.iter().map(|f| (f.start + f.q - 1) as u32).collect();
+    let rows = Tensor::new(rows, x.device())?;
+    Ok(x.squeeze(0)?.index_select(&rows, 0)?)
+}
+
+/// One output per line of a step over lines `fed`: its row of `logits` (`[lines, vocab]`)
+/// and, of each layer's probabilities (`[1, heads, rows, widest]`), its rows over its
+/// positions.
+pub(crate) fn unpack(
+    logits: &Tensor,
+    traces: &[LayerTrace],
+    fed: &[Fed],
+) -> Result<Vec<StepOutput>> {
+    fed.iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let layers = traces
+                .iter()
+                .map(|trace| {
+                    Ok(LayerTrace {
+                        probs: trace
+                            .probs
+                            .narrow(2, f.start, f.q)?
+                            .narrow(3, 0, f.seen + f.q)?,
+                        probe: None,
+                        internals: None,
+                        head_sums: None,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(StepOutput {
+                logits: logits.get(i)?,
+                layers,
+            })
+        })
+        .collect()
+}
+
 /// Where one causal attention step sits and what it keeps.
 #[derive(Clone, Copy)]
 pub(crate) struct Step<'a> {
-    /// Positions already in the cache.
-    pub seen: usize,
     /// The sliding window, when the layer has one.
     pub window: Option<usize>,
     /// What the scores are multiplied by.
@@ -144,26 +252,59 @@ pub(crate) struct Step<'a> {
 pub(crate) struct Attended {
     /// `[b, q, heads · d]`.
     pub context: Tensor,
-    /// `[b, heads, q, seen + q]`.
+    /// `[b, heads, q, seen + q]`; over several lines, `[1, heads, rows, widest seen + q]`,
+    /// each line's rows zero past its own positions.
     pub probs: Tensor,
     /// With `keep.probes`: the zeros added to `probs`.
     pub probe: Option<candle_core::Var>,
-    /// `[b, heads, seen + q, d]`: the values read.
+    /// `[b, heads, seen + q, d]`: the values read (over several lines, which keep nothing:
+    /// the rows' own).
     pub value: Tensor,
 }
 
 /// One causal attention step over a layer's cache: appends `key` and `value`
-/// (`[b, kv_heads, q, d]`, the values multiplied by `step.value_mask` if any) to `kv`, maps
-/// the cached keys and values to the query heads with `expand` (grouped-query attention; the
-/// identity otherwise), and attends from `query` (`[b, heads, q, d]`, positions
-/// `seen..seen + q`), each position to itself and the ones before it (within the window
-/// when there is one).
+/// (`[b, kv_heads, q, d]`, the values multiplied by `step.value_mask` if any) to the cache,
+/// maps the cached keys and values to the query heads with `expand` (grouped-query
+/// attention; the identity otherwise), and attends from `query` (`[b, heads, q, d]`), each
+/// position to itself and the ones before it (within the window when there is one). Over
+/// several lines ([`Cached::Lines`], which keep nothing), each line's rows do so with its
+/// own cache, as the line alone would.
 pub(crate) fn cached_attention(
     query: &Tensor,
     (key, value): (Tensor, Tensor),
-    kv: &mut Option<(Tensor, Tensor)>,
+    cache: Cached,
     step: Step,
     expand: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<Attended> {
+    let lines = match cache {
+        Cached::Alike(kv, seen) => return attend(query, (key, value), kv, seen, step, &expand),
+        Cached::Lines(lines) => lines,
+    };
+    let widest = lines.iter().map(|(_, f)| f.seen + f.q).max().unwrap_or(0);
+    let (mut contexts, mut probs) = (Vec::new(), Vec::new());
+    for (kv, fed) in lines {
+        let rows = |t: &Tensor| t.narrow(2, fed.start, fed.q);
+        let line = (rows(&key)?, rows(&value)?);
+        let one = attend(&rows(query)?, line, kv, fed.seen, step, &expand)?;
+        contexts.push(one.context);
+        probs.push(one.probs.pad_with_zeros(3, 0, widest - fed.seen - fed.q)?);
+    }
+    Ok(Attended {
+        context: Tensor::cat(&contexts, 1)?,
+        probs: Tensor::cat(&probs, 2)?,
+        probe: None,
+        value,
+    })
+}
+
+/// [`cached_attention`] of lines that share their cache's length, `seen`.
+fn attend(
+    query: &Tensor,
+    (key, value): (Tensor, Tensor),
+    kv: &mut Option<(Tensor, Tensor)>,
+    seen: usize,
+    step: Step,
+    expand: &impl Fn(&Tensor) -> Result<Tensor>,
 ) -> Result<Attended> {
     let (batch, heads, q, d) = query.dims4()?;
     let value = match step.value_mask {
@@ -182,7 +323,7 @@ pub(crate) fn cached_attention(
     let attend = |query: &Tensor, key: &Tensor, value: &Tensor| -> Result<Weighted> {
         let scores = (rules::product(matmul(query, &key.t()?.contiguous()?)?)? * step.scale)?;
         let scores = soft_cap(scores, step.softcap)?;
-        let mask = causal_mask(query.dim(2)?, step.seen, step.window, query.device())?;
+        let mask = causal_mask(query.dim(2)?, seen, step.window, query.device())?;
         let scores = match mask {
             Some(mask) => scores.broadcast_add(&mask.to_dtype(scores.dtype())?)?,
             None => scores,

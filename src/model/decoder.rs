@@ -11,15 +11,15 @@ use candle_nn::Embedding;
 use super::attention::load_linear_with;
 use super::body::Body;
 use super::causal::{
-    cached_attention, decoder_internals, soft_cap, AfterAttention, Attended, CausalDims, CausalLm,
-    KvCache, Step, StepOutput,
+    cached_attention, decoder_internals, last_rows, pack, soft_cap, unpack, AfterAttention,
+    Attended, Cached, CausalDims, CausalLm, Fed, KvCache, Step, StepOutput,
 };
 use super::norm::RmsNorm;
 use super::rotary::{Rope, Rotary};
 use super::{rules, Keep, LayerTrace};
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::Result;
-use crate::linalg::{matmul, Dense};
+use crate::linalg::Dense;
 
 /// The gate's nonlinearity in the MLP `down(act(gate(x)) · up(x))`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +95,8 @@ pub struct RotaryDecoder {
     embed_tokens: Embedding,
     layers: Vec<DecoderLayer>,
     norm: RmsNorm,
-    /// `[vocab, hidden]`.
-    lm_head: Tensor,
+    /// `[vocab, hidden]`, no bias.
+    lm_head: Dense,
     rotaries: Vec<Rotary>,
     spec: Spec,
 }
@@ -128,7 +128,7 @@ impl RotaryDecoder {
             embed_tokens: Embedding::new(embed, h),
             layers,
             norm: norm(&model.pp("norm"), h, &spec)?,
-            lm_head,
+            lm_head: Dense::new(lm_head, None),
             rotaries,
             spec,
         })
@@ -146,6 +146,29 @@ impl RotaryDecoder {
     /// The rotary tables of every table in the spec, for positions `seen..seen + q`.
     fn tables(&self, seen: usize, q: usize) -> Result<Vec<(Tensor, Tensor)>> {
         self.rotaries.iter().map(|r| r.tables(seen, q)).collect()
+    }
+
+    /// The rotary tables of every table in the spec for the rows of lines `fed`, each line's
+    /// its own (LongRoPE's factors by each line's length).
+    fn tables_of_lines(&self, fed: &[Fed]) -> Result<Vec<(Tensor, Tensor)>> {
+        let table = |rotary: &Rotary| -> Result<(Tensor, Tensor)> {
+            let lines = (fed.iter())
+                .map(|f| rotary.tables(f.seen, f.q))
+                .collect::<Result<Vec<_>>>()?;
+            let (cos, sin): (Vec<Tensor>, Vec<Tensor>) = lines.into_iter().unzip();
+            Ok((Tensor::cat(&cos, 0)?, Tensor::cat(&sin, 0)?))
+        };
+        self.rotaries.iter().map(table).collect()
+    }
+
+    /// The next-token logits of the last layer's output `[..., hidden]` (its final norm
+    /// first unless `normed`).
+    fn logits(&self, x: &Tensor, normed: bool) -> Result<Tensor> {
+        let x = match normed {
+            true => x.clone(),
+            false => self.norm.forward(x)?,
+        };
+        soft_cap(self.lm_head.forward(&x)?, self.spec.final_softcap)
     }
 }
 
@@ -180,16 +203,29 @@ impl CausalLm for RotaryDecoder {
         let mut x = self.lookup(ids)?;
         let mut layers = Vec::with_capacity(self.layers.len());
         for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            let (next, trace) = layer.forward(&x, kv, (seen, &tables), keep, None, None)?;
+            let cached = Cached::Alike(kv, seen);
+            let (next, trace) = layer.forward(&x, cached, &tables, keep, None, None)?;
             x = next;
             layers.push(trace);
         }
-        let last = self.norm.forward(&x.i((0, q - 1..q))?)?;
-        let logits = matmul(&last, &self.lm_head.t()?)?.squeeze(0)?;
         Ok(StepOutput {
-            logits: soft_cap(logits, self.spec.final_softcap)?,
+            logits: self.logits(&x.i((0, q - 1..q))?, false)?.squeeze(0)?,
             layers,
         })
+    }
+
+    fn step_lines(&self, feeds: &[&[u32]], caches: &mut [KvCache]) -> Result<Vec<StepOutput>> {
+        let device = self.embed_tokens.embeddings().device();
+        let (ids, fed) = pack(feeds, caches, self.layers.len(), device)?;
+        let tables = self.tables_of_lines(&fed)?;
+        let mut x = self.lookup(&ids)?;
+        let mut traces = Vec::with_capacity(self.layers.len());
+        for (layer, cached) in self.layers.iter().zip(Cached::lines(caches, &fed)) {
+            let (next, trace) = layer.forward(&x, cached, &tables, Keep::default(), None, None)?;
+            x = next;
+            traces.push(trace);
+        }
+        unpack(&self.logits(&last_rows(&x, &fed)?, false)?, &traces, &fed)
     }
 
     fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
@@ -198,22 +234,15 @@ impl CausalLm for RotaryDecoder {
 
     fn next_logits(&self, words: &Tensor) -> Result<Tensor> {
         let (hidden, _) = Body::forward(self, words, Keep::default(), None)?;
-        let last = hidden.i((.., hidden.dim(1)? - 1, ..))?;
-        soft_cap(matmul(&last, &self.lm_head.t()?)?, self.spec.final_softcap)
+        self.logits(&hidden.i((.., hidden.dim(1)? - 1, ..))?, true)
     }
 
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
         let tables = self.tables(0, x.dim(1)?)?;
         let layer = &self.layers[layer];
+        let cached = Cached::Alike(&mut None, 0);
         Ok(layer
-            .forward(
-                x,
-                &mut None,
-                (0, &tables),
-                Keep::default(),
-                value_mask,
-                None,
-            )?
+            .forward(x, cached, &tables, Keep::default(), value_mask, None)?
             .0)
     }
 }
@@ -243,7 +272,8 @@ impl Body for RotaryDecoder {
         let mut x = embedded.clone();
         let mut traces = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let (next, trace) = layer.forward(&x, &mut None, (0, &tables), keep, None, lengths)?;
+            let cached = Cached::Alike(&mut None, 0);
+            let (next, trace) = layer.forward(&x, cached, &tables, keep, None, lengths)?;
             x = next;
             traces.push(trace.keeping(keep.heads)?);
         }
@@ -345,21 +375,20 @@ impl DecoderLayer {
         })
     }
 
-    /// `x`: `[b, q, hidden]` at positions `seen..seen + q`, whose rotary tables (one per
+    /// `x`: `[b, q, hidden]` at the positions after `cache`'s, whose rotary tables (one per
     /// table of the spec) are `tables`; `lengths`: what [`Body::forward`] says → (`[b, q,
     /// hidden]`, the layer's trace).
     fn forward(
         &self,
         x: &Tensor,
-        kv: &mut Option<(Tensor, Tensor)>,
-        (seen, tables): (usize, &[(Tensor, Tensor)]),
+        cache: Cached,
+        tables: &[(Tensor, Tensor)],
         keep: Keep,
         value_mask: Option<&Tensor>,
         lengths: Option<&[usize]>,
     ) -> Result<(Tensor, LayerTrace)> {
         let normed = self.input_layernorm.forward(x)?;
         let step = Step {
-            seen,
             window: self.attn.window,
             scale: self.attn.scale,
             softcap: self.attn.softcap,
@@ -367,7 +396,9 @@ impl DecoderLayer {
             value_mask,
             lengths,
         };
-        let (attended, step) = self.attn.forward(&normed, kv, step, &tables[self.rope])?;
+        let (attended, step) = self
+            .attn
+            .forward(&normed, cache, step, &tables[self.rope])?;
         let (attended, after) = match &self.after_attention {
             Some(norm) => {
                 let after = match keep.internals {
@@ -467,7 +498,7 @@ impl Attention {
     fn forward(
         &self,
         x: &Tensor,
-        kv: &mut Option<(Tensor, Tensor)>,
+        cache: Cached,
         step: Step,
         (cos, sin): &(Tensor, Tensor),
     ) -> Result<(Tensor, Attended)> {
@@ -486,7 +517,7 @@ impl Attention {
         let query = Rotary::apply(&query, cos, sin)?;
         let key = Rotary::apply(&key, cos, sin)?;
         let value = split(self.v_proj.forward(x)?, self.kv_heads)?;
-        let attended = cached_attention(&query, (key, value), kv, step, |t| self.expand(t))?;
+        let attended = cached_attention(&query, (key, value), cache, step, |t| self.expand(t))?;
         Ok((self.o_proj.forward(&attended.context)?, attended))
     }
 

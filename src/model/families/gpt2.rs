@@ -9,15 +9,15 @@ use std::path::Path;
 use candle_core::{IndexOp, Module, Tensor};
 use candle_nn::Embedding;
 
-use crate::linalg::{matmul, Dense};
+use crate::linalg::Dense;
 use serde::Deserialize;
 
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 use crate::model::causal::{
-    cached_attention, decoder_internals, eos_ids, Attended, CausalDims, CausalLm, Decoder, KvCache,
-    Step, StepOutput,
+    cached_attention, decoder_internals, eos_ids, last_rows, pack, positions, unpack, Attended,
+    Cached, CausalDims, CausalLm, Decoder, KvCache, Step, StepOutput,
 };
 use crate::model::norm::LayerNorm;
 use crate::model::{activate, Activation, Keep, LayerTrace};
@@ -133,7 +133,7 @@ pub struct Gpt2 {
     blocks: Vec<Block>,
     ln_f: LayerNorm,
     /// `[vocab, n_embd]`.
-    lm_head: Tensor,
+    lm_head: Dense,
     config: Gpt2Config,
 }
 
@@ -161,31 +161,35 @@ impl Gpt2 {
             wpe: Embedding::new(wpe, e),
             blocks,
             ln_f: layer_norm(&root.pp("ln_f"), config)?,
-            lm_head,
+            lm_head: Dense::new(lm_head, None),
             config: config.clone(),
         })
     }
 
-    /// `ids`: `[1, q]` u32, the positions after those in `cache`, which this call extends.
-    pub fn forward(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput> {
-        let (_, q) = ids.dims2()?;
-        let seen = cache.len();
-        cache.layers.resize(self.blocks.len(), None);
-        let positions =
-            Tensor::arange(seen as u32, (seen + q) as u32, ids.device())?.unsqueeze(0)?;
-        let mut x = self
-            .wte
-            .forward(ids)?
-            .broadcast_add(&self.wpe.forward(&positions)?)?;
+    /// The word embeddings `words` (`[1, rows, n_embd]`) plus those of `positions` (one a
+    /// row), then every block, each with its cache in `caches` → (the last block's output
+    /// `[1, rows, n_embd]`, each block's trace).
+    fn run<'c>(
+        &self,
+        words: &Tensor,
+        positions: Vec<u32>,
+        caches: impl IntoIterator<Item = Cached<'c>>,
+        keep: Keep,
+    ) -> Result<(Tensor, Vec<LayerTrace>)> {
+        let positions = Tensor::new(positions, words.device())?.unsqueeze(0)?;
+        let mut x = words.broadcast_add(&self.wpe.forward(&positions)?)?;
         let mut layers = Vec::with_capacity(self.blocks.len());
-        for (block, kv) in self.blocks.iter().zip(cache.layers.iter_mut()) {
-            let (next, trace) = block.forward(&x, kv, seen, keep, None)?;
+        for (block, cached) in self.blocks.iter().zip(caches) {
+            let (next, trace) = block.forward(&x, cached, keep, None)?;
             x = next;
             layers.push(trace);
         }
-        let last = self.ln_f.forward(&x.i((0, q - 1..q))?)?;
-        let logits = matmul(&last, &self.lm_head.t()?)?.squeeze(0)?;
-        Ok(StepOutput { logits, layers })
+        Ok((x, layers))
+    }
+
+    /// The next-token logits of the last block's output `[..., n_embd]`.
+    fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.lm_head.forward(&self.ln_f.forward(x)?)?)
     }
 }
 
@@ -209,7 +213,24 @@ impl CausalLm for Gpt2 {
     }
 
     fn step(&self, ids: &Tensor, cache: &mut KvCache, keep: Keep) -> Result<StepOutput> {
-        self.forward(ids, cache, keep)
+        let (seen, q) = (cache.len(), ids.dim(1)?);
+        cache.layers.resize(self.blocks.len(), None);
+        let caches = cache.layers.iter_mut().map(|kv| Cached::Alike(kv, seen));
+        let positions = (seen..seen + q).map(|p| p as u32).collect();
+        let (x, layers) = self.run(&self.wte.forward(ids)?, positions, caches, keep)?;
+        Ok(StepOutput {
+            logits: self.logits(&x.i((0, q - 1..q))?)?.squeeze(0)?,
+            layers,
+        })
+    }
+
+    fn step_lines(&self, feeds: &[&[u32]], caches: &mut [KvCache]) -> Result<Vec<StepOutput>> {
+        let device = self.wte.embeddings().device();
+        let (ids, fed) = pack(feeds, caches, self.blocks.len(), device)?;
+        let words = self.wte.forward(&ids)?;
+        let cached = Cached::lines(caches, &fed);
+        let (x, traces) = self.run(&words, positions(&fed), cached, Keep::default())?;
+        unpack(&self.logits(&last_rows(&x, &fed)?)?, &traces, &fed)
     }
 
     fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
@@ -223,19 +244,17 @@ impl CausalLm for Gpt2 {
 
     fn next_logits(&self, words: &Tensor) -> Result<Tensor> {
         let n = words.dim(1)?;
-        let positions = Tensor::arange(0, n as u32, words.device())?.unsqueeze(0)?;
-        let mut x = words.broadcast_add(&self.wpe.forward(&positions)?)?;
-        for block in &self.blocks {
-            x = block.forward(&x, &mut None, 0, Keep::default(), None)?.0;
-        }
-        let last = self.ln_f.forward(&x.i((.., n - 1, ..))?)?;
-        Ok(matmul(&last, &self.lm_head.t()?)?)
+        let mut none = vec![None; self.blocks.len()];
+        let caches = none.iter_mut().map(|kv| Cached::Alike(kv, 0));
+        let positions = (0..n as u32).collect();
+        let (x, _) = self.run(words, positions, caches, Keep::default())?;
+        self.logits(&x.i((.., n - 1, ..))?)
     }
 
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
         let block = &self.blocks[layer];
         Ok(block
-            .forward(x, &mut None, 0, Keep::default(), value_mask)?
+            .forward(x, Cached::Alike(&mut None, 0), Keep::default(), value_mask)?
             .0)
     }
 }
@@ -264,17 +283,16 @@ impl Block {
         })
     }
 
-    /// `x`: `[1, q, n_embd]` → (`[1, q, n_embd]`, the layer's trace).
+    /// `x`: `[b, q, n_embd]` at the positions after `cache`'s → (`[b, q, n_embd]`, the
+    /// layer's trace).
     fn forward(
         &self,
         x: &Tensor,
-        kv: &mut Option<(Tensor, Tensor)>,
-        seen: usize,
+        cache: Cached,
         keep: Keep,
         value_mask: Option<&Tensor>,
     ) -> Result<(Tensor, LayerTrace)> {
         let step = Step {
-            seen,
             window: None,
             scale: self.attn.scale,
             softcap: None,
@@ -282,7 +300,7 @@ impl Block {
             value_mask,
             lengths: None,
         };
-        let (attended, step) = self.attn.forward(&self.ln_1.forward(x)?, kv, step)?;
+        let (attended, step) = self.attn.forward(&self.ln_1.forward(x)?, cache, step)?;
         let internals = decoder_internals(keep, x, &step.value, &self.attn.c_proj, None)?;
         let x = (x + attended)?;
         let inner = self.c_fc.forward(&self.ln_2.forward(&x)?)?;
@@ -324,12 +342,7 @@ impl CausalSelfAttention {
 
     /// `x`: `[b, q, n_embd]` (after ln_1) at positions `seen..seen + q` → (the projected
     /// output, what the attention step yields).
-    fn forward(
-        &self,
-        x: &Tensor,
-        kv: &mut Option<(Tensor, Tensor)>,
-        step: Step,
-    ) -> Result<(Tensor, Attended)> {
+    fn forward(&self, x: &Tensor, cache: Cached, step: Step) -> Result<(Tensor, Attended)> {
         let (batch, q, e) = x.dims3()?;
         let qkv = self.c_attn.forward(x)?;
         let split = |i: usize| -> Result<Tensor> {
@@ -339,7 +352,7 @@ impl CausalSelfAttention {
                 .transpose(1, 2)?
                 .contiguous()?)
         };
-        let attended = cached_attention(&split(0)?, (split(1)?, split(2)?), kv, step, |t| {
+        let attended = cached_attention(&split(0)?, (split(1)?, split(2)?), cache, step, |t| {
             Ok(t.clone())
         })?;
         Ok((self.c_proj.forward(&attended.context)?, attended))
