@@ -62,9 +62,9 @@ pub struct Prompt<'a> {
 /// [`generate`] from several prompts at once: each step feeds every unfinished prompt's
 /// new tokens through the model together ([`CausalLm::step_lines`]), each prompt's
 /// attention on its own cache. A prompt alone feeds one row a step after its first, which
-/// a wide layer multiplies with gemv, where the rows of several prompts take the general
-/// kernel ([`crate::linalg::Dense`]): each generation is its prompt's alone within float32
-/// rounding (tests/batching.rs). One result per prompt (a prompt whose logits are not
+/// candle's CPU product multiplies with gemv, where the rows of several prompts take its
+/// general kernel: each generation is its prompt's alone within float32 rounding, the
+/// same tokens (tests/batching.rs). One result per prompt (a prompt whose logits are not
 /// finite gets its error, the others go on); an error of the model's step itself is every
 /// prompt's, returned as the whole call's.
 pub fn generate_many(model: &dyn CausalLm, prompts: &[Prompt]) -> Result<Vec<Result<Generation>>> {

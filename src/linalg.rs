@@ -108,54 +108,18 @@ impl Dense {
     }
 }
 
-/// The fewest rows a dense layer with `out` outputs multiplies at once (zero rows added
-/// below the real ones). candle's CPU product (gemm 0.19) picks its kernel by the shape, and
-/// each kernel rounds a row's sums in its own way: a product of at most 256 entries (rows ×
-/// `out`) takes its "horizontal" kernel, at most 64 rows by at most 64 outputs blocks of at
-/// most 512 of the inner dimension, and one row gemv. With enough rows for none of the
-/// first two, the bits of a row do not depend on the rows beside it, so a line's numbers are
-/// the same alone and in a grouped pass (tests/batching.rs). One row of more than 256
-/// outputs is left to gemv, 3 to 7 times faster than the general kernel on two rows
-/// (measured at 768 and 3,072 wide): where a line has one row alone, a grouped pass keeps
-/// it on its own (an encoder's head; a line of one token).
-fn fewest_rows(out: usize) -> usize {
-    let horizontal = 256 / out.max(1) + 1;
-    match out <= 64 {
-        true => horizontal.max(65),
-        false => horizontal,
-    }
-}
-
 impl Module for Dense {
     /// `x`: `[..., in]` → `[..., out]`, as one `[rows, in] · [in, out]` product (a strided
-    /// `x` copied first: one copy costs less than a batched product over its strides), on
-    /// [`fewest_rows`] rows at least where no gradient is taken.
+    /// `x` copied first: one copy costs less than a batched product over its strides).
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut dims = x.dims().to_vec();
         let Some(&width) = dims.last() else {
             candle_core::bail!("a dense layer needs at least one dimension");
         };
         let rows = x.elem_count() / width.max(1);
-        let out = self.weight.dim(0)?;
         let flat = x.contiguous()?.reshape((rows, width))?;
-        // Where a gradient is taken (a text at a time, never grouped), the product is left
-        // as it is: padding there moved the f32 gradients' rounding against float64
-        // references by up to 1e-5 relative (a tiny Mistral's, measured).
-        let padded = match x.track_op() {
-            true => rows,
-            false => rows.max(fewest_rows(out)),
-        };
-        let flat = match padded > rows {
-            true => flat.pad_with_zeros(0, 0, padded - rows)?,
-            false => flat,
-        };
-        *dims.last_mut().expect("not empty") = out;
-        let product = matmul(&flat, &self.weight.t()?)?;
-        let product = match padded > rows {
-            true => product.narrow(0, 0, rows)?,
-            false => product,
-        }
-        .reshape(dims)?;
+        *dims.last_mut().expect("not empty") = self.weight.dim(0)?;
+        let product = matmul(&flat, &self.weight.t()?)?.reshape(dims)?;
         match &self.bias {
             Some(bias) => product.broadcast_add(bias),
             None => Ok(product),

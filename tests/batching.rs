@@ -1,10 +1,12 @@
 //! Batch mode's grouped forward passes (`--batch-size`): lines of very different lengths in
-//! one pass, each padded to the longest, give every line the report it gets alone, to the
-//! bit, on every family and task.
+//! one pass, each padded to the longest, give every line the report it gets alone, on every
+//! family and task.
 //!
-//! Each line's attention runs on its own tokens, and a dense layer gives each row the same
-//! bits whatever the rows around it
-//! (`a_dense_row_does_not_depend_on_the_rows_beside_it` below).
+//! Each line's attention runs on its own tokens, and candle's CPU product gives each row of a
+//! dense layer the same bits whatever the rows around it, at the widths of real checkpoints:
+//! their reports are identical. The tiny checkpoints' layers are 32 wide, where gemm's kernel
+//! depends on the number of rows (`narrow_products_depend_on_the_rows` below): there the
+//! reports differ by float32 rounding, at most 7.5e-6 as measured.
 
 mod common;
 
@@ -110,50 +112,36 @@ fn every_tiny_checkpoint_reports_each_line_as_alone() {
         measured.push((name, grouped_against_alone(&dir)));
     }
     for (name, worst) in &measured {
-        assert_eq!(*worst, 0.0, "{name}");
+        println!("{name}: {worst:e}");
+        assert!(*worst <= TINY_ROUNDING, "{name}: {worst:e}");
     }
     assert!(measured.len() > 20);
 }
 
-/// Why grouping changes no bit: a dense layer gives a row the same bits whatever the rows
-/// beside it (`Dense` multiplies enough rows that candle's CPU product always takes the same
-/// kernel), at the widths of the tiny checkpoints, of real ones and of a head with few outputs.
+/// What float32 products of 32-wide layers may round apart, grouped or alone.
+const TINY_ROUNDING: f64 = 1e-5;
+
+/// The cause of the tiny checkpoints' differences: a dense layer's row gets other bits from a
+/// product of 8 rows than from one of 24 when the layer is 32 wide, the same bits when it is
+/// 384 wide (real checkpoints: 256 to 4,096).
 #[test]
-fn a_dense_row_does_not_depend_on_the_rows_beside_it() {
+fn narrow_products_depend_on_the_rows() {
     use bert_explain::linalg::Dense;
     use candle_core::{Device, Module, Tensor};
-    let values = |count: usize, seed: f32| -> Vec<f32> {
-        (0..count).map(|i| (i as f32 * 0.37 + seed).sin()).collect()
-    };
-    for (inner, out) in [
-        (32, 32),
-        (32, 37),
-        (128, 128),
-        (768, 3072),
-        (3072, 768),
-        (768, 33),
-        (768, 2),
-    ] {
-        let x = Tensor::from_vec(values(100 * inner, 0.1), (100, inner), &Device::Cpu).unwrap();
-        let w = Tensor::from_vec(values(out * inner, 0.7), (out, inner), &Device::Cpu).unwrap();
+    let rows_apart = |width: usize| -> f32 {
+        let values = |count: usize, seed: f32| -> Vec<f32> {
+            (0..count).map(|i| (i as f32 * 0.37 + seed).sin()).collect()
+        };
+        let x = Tensor::from_vec(values(24 * width, 0.1), (24, width), &Device::Cpu).unwrap();
+        let w = Tensor::from_vec(values(width * width, 0.7), (width, width), &Device::Cpu).unwrap();
         let dense = Dense::new(w, None);
-        let all = dense.forward(&x).unwrap();
-        // One row of a wide layer takes gemv: the grouped passes keep such rows alone.
-        let fewest = if out > 256 { 2 } else { 1 };
-        for rows in [1, 2, 3, 8, 17, 64, 65, 80]
-            .into_iter()
-            .filter(|&r| r >= fewest)
-        {
-            let some = dense.forward(&x.narrow(0, 0, rows).unwrap()).unwrap();
-            let apart = (all.narrow(0, 0, rows).unwrap() - some).unwrap();
-            let apart = apart.abs().unwrap().flatten_all().unwrap().max(0).unwrap();
-            assert_eq!(
-                apart.to_scalar::<f32>().unwrap(),
-                0.0,
-                "{inner} → {out}, {rows} rows"
-            );
-        }
-    }
+        let all = dense.forward(&x).unwrap().narrow(0, 0, 8).unwrap();
+        let first = dense.forward(&x.narrow(0, 0, 8).unwrap()).unwrap();
+        let apart = (all - first).unwrap().abs().unwrap().flatten_all().unwrap();
+        apart.max(0).unwrap().to_scalar::<f32>().unwrap()
+    };
+    assert!(rows_apart(32) > 0.0);
+    assert_eq!(rows_apart(384), 0.0);
 }
 
 #[test]
@@ -217,8 +205,9 @@ fn causal_grouped_against_alone(model: &Path, words: &[&str]) -> f64 {
 }
 
 /// Prompts generate together as alone: the same tokens, and maps within float32 rounding.
-/// A prompt alone feeds one row a step, which wide layers multiply with gemv; several
-/// prompts' rows take the general kernel (`crate::linalg::Dense`).
+/// A prompt alone feeds one row a step after its first, which wide layers multiply with
+/// gemv, and several prompts' rows take gemm's general kernel; on the 32-wide tiny
+/// checkpoints the kernel also changes with the rows (`narrow_products_depend_on_the_rows`).
 #[test]
 fn prompts_generated_together_report_as_alone() {
     let english = [
@@ -243,9 +232,11 @@ fn prompts_generated_together_report_as_alone() {
     measured.push(("iglm".into(), causal_grouped_against_alone(&iglm, &protein)));
     for (name, worst) in &measured {
         println!("{name}: {worst:e}");
-    }
-    for (name, worst) in &measured {
-        assert!(*worst <= 1e-6, "{name}: {worst:e}");
+        let bound = match name.starts_with("tiny-") {
+            true => TINY_ROUNDING,
+            false => 1e-6,
+        };
+        assert!(*worst <= bound, "{name}: {worst:e}");
     }
     assert!(measured.len() > 10);
 }

@@ -88,9 +88,9 @@ impl Grouping {
                     let padded = (members * to - tokens) as f64;
                     let small = padded <= self.padding * tokens as f64
                         || to - lines[group[0]].0 <= PADDING_FREE;
-                    // A line of one token runs alone: one row of a wide layer takes gemv,
-                    // which rounds otherwise than a product of several rows
-                    // (`crate::linalg::Dense`).
+                    // A line of one token runs alone: candle's CPU products of one row
+                    // take another kernel than those of several (gemv), whose rounding
+                    // differs (5e-5 measured at 768 wide).
                     lines[group[0]].0 > 1
                         && members <= self.size
                         && members * to <= self.tokens

@@ -220,7 +220,7 @@ impl Explainer {
     /// into forward passes of several lines ([`Grouping`]): each line padded on the right
     /// to its group's longest, the dense layers run on the group, each line's attention on
     /// its own tokens ([`Model::forward_padded`]), so that each report is the one of the
-    /// text alone, to the bit (`tests/batching.rs`). A text that
+    /// text alone (identical at real checkpoints' widths; `tests/batching.rs`). A text that
     /// cannot be explained gets its error and leaves the others be.
     pub fn forward_many(
         &self,

@@ -93,8 +93,8 @@ pub trait CausalLm: Send + Sync {
     /// Several lines' steps in one pass: line i's `feeds[i]` (≥ 1 ids) after the positions
     /// in `caches[i]`, which it extends. Their rows go through each dense layer together,
     /// one after another; each line's attention runs on its own cache. → one output per
-    /// line, the one [`CausalLm::step`] gives the line alone with nothing kept (the same
-    /// bits where the line alone has more than one row: [`crate::linalg::Dense`]).
+    /// line, the one [`CausalLm::step`] gives the line alone with nothing kept, within
+    /// float32 rounding (the products of its rows take other kernels beside other rows).
     fn step_lines(&self, feeds: &[&[u32]], caches: &mut [KvCache]) -> Result<Vec<StepOutput>>;
 
     /// Whether a step from `seen` cached positions with `q` new ones must run every position
