@@ -342,43 +342,23 @@ fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine>) -> Vec<StartedLine
         }
     }
     let (indices, lines): (Vec<usize>, Vec<Parsed>) = lines.into_iter().unzip();
-    let results: Vec<StartedLine> = match batch {
-        Batch::Encoder(explainer, _, grouping) => {
-            let (texts, options): (Vec<String>, Vec<Box<ExplainOptions>>) = (lines.into_iter())
-                .filter_map(|line| match line {
-                    Parsed::Text(text, options) => Some((text, options)),
-                    Parsed::Prompt(..) => None,
-                })
-                .unzip();
-            let given: Vec<(&str, &ExplainOptions)> = (texts.iter().zip(&options))
-                .map(|(text, options)| (text.as_str(), options.as_ref()))
-                .collect();
-            let forwarded = explainer.forward_many(&given, &grouping);
-            (forwarded.into_iter().zip(options))
-                .map(|(f, options)| {
-                    f.map(|f| Started::Forwarded(explainer, Box::new((*options, f))))
-                        .map_err(|e| e.to_string())
-                })
-                .collect()
-        }
-        Batch::Causal(explainer, _, grouping) => {
-            let (prompts, options): (Vec<String>, Vec<Box<CausalOptions>>) = (lines.into_iter())
-                .filter_map(|line| match line {
-                    Parsed::Prompt(prompt, options) => Some((prompt, options)),
-                    Parsed::Text(..) => None,
-                })
-                .unzip();
-            let given: Vec<(&str, &CausalOptions)> = (prompts.iter().zip(&options))
-                .map(|(prompt, options)| (prompt.as_str(), options.as_ref()))
-                .collect();
-            let generated = explainer.generate_many(&given, &grouping);
-            (generated.into_iter().zip(options))
-                .map(|(g, options)| {
-                    g.map(|g| Started::Generated(explainer, Box::new((*options, g))))
-                        .map_err(|e| e.to_string())
-                })
-                .collect()
-        }
+    let results = match batch {
+        Batch::Encoder(explainer, _, grouping) => start_group(
+            lines.into_iter().filter_map(|line| match line {
+                Parsed::Text(text, options) => Some((text, options)),
+                Parsed::Prompt(..) => None,
+            }),
+            |given| explainer.forward_many(given, &grouping),
+            |started| Started::Forwarded(explainer, started),
+        ),
+        Batch::Causal(explainer, _, grouping) => start_group(
+            lines.into_iter().filter_map(|line| match line {
+                Parsed::Prompt(prompt, options) => Some((prompt, options)),
+                Parsed::Text(..) => None,
+            }),
+            |given| explainer.generate_many(given, &grouping),
+            |started| Started::Generated(explainer, started),
+        ),
     };
     for (i, result) in indices.into_iter().zip(results) {
         started[i] = Some(result);
@@ -386,6 +366,26 @@ fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine>) -> Vec<StartedLine
     started
         .into_iter()
         .map(|s| s.expect("every line has its result"))
+        .collect()
+}
+
+/// Lines of one kind (each its text and options) through `run`, the device's part of their
+/// reports for all of them at once, each result `started` with its options.
+fn start_group<'a, O, R>(
+    lines: impl Iterator<Item = (String, Box<O>)>,
+    run: impl FnOnce(&[(&str, &O)]) -> Vec<Result<R>>,
+    started: impl Fn(Box<(O, R)>) -> Started<'a>,
+) -> Vec<StartedLine<'a>> {
+    let (texts, options): (Vec<String>, Vec<Box<O>>) = lines.unzip();
+    let given: Vec<(&str, &O)> = (texts.iter().zip(&options))
+        .map(|(text, options)| (text.as_str(), options.as_ref()))
+        .collect();
+    (run(&given).into_iter().zip(options))
+        .map(|(result, options)| {
+            result
+                .map(|result| started(Box::new((*options, result))))
+                .map_err(|e| e.to_string())
+        })
         .collect()
 }
 

@@ -90,7 +90,7 @@ pub fn generate_many(model: &dyn CausalLm, prompts: &[Prompt]) -> Result<Vec<Res
         let outputs = model.step_lines(&feeds, &mut stepped)?;
         for ((&i, cache), output) in running.iter().zip(stepped).zip(outputs) {
             caches[i] = cache;
-            lines[i].take(&output, model.eos());
+            lines[i].advance(&output, model.eos());
         }
     }
     Ok(lines
@@ -134,7 +134,7 @@ impl<'a> Line<'a> {
 
     /// A step's output: its attention kept, the next token chosen, and the line done when it
     /// is an end-of-text id (of `eos`) or the last asked for.
-    fn take(&mut self, step: &StepOutput, eos: &[u32]) {
+    fn advance(&mut self, step: &StepOutput, eos: &[u32]) {
         self.steps.push(step.attentions());
         let next = match self.next(&step.logits) {
             Ok(next) => next,
