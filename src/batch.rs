@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::error::Result;
 use crate::explain::generation::{CausalExplainer, CausalOptions, Continuation};
 use crate::explain::{
-    EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded, Grouping,
+    sift, EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded, Grouping,
 };
 use crate::faithfulness::correlations::Summary;
 use crate::generate::Decoding;
@@ -330,17 +330,7 @@ fn parse_line(batch: Batch, line: &Line) -> ParsedLine {
 /// The lines read through the device's part of their reports (an encoder's forward passes,
 /// a causal model's generation), grouped as the batch says, in their order.
 fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine>) -> Vec<StartedLine<'a>> {
-    let mut started: Vec<Option<StartedLine>> = Vec::with_capacity(parsed.len());
-    let mut lines = Vec::new();
-    for line in parsed {
-        match line {
-            Ok(line) => {
-                lines.push((started.len(), line));
-                started.push(None);
-            }
-            Err(e) => started.push(Some(Err(e))),
-        }
-    }
+    let (mut started, lines) = sift::<_, Started, _>(parsed);
     let (indices, lines): (Vec<usize>, Vec<Parsed>) = lines.into_iter().unzip();
     let results = match batch {
         Batch::Encoder(explainer, _, grouping) => start_group(

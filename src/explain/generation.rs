@@ -38,6 +38,7 @@ use crate::relevance::Progress;
 use crate::report::causal::{rank, CausalReport, GenerationInfo};
 use crate::tokens::causal::CausalTokenizer;
 
+use super::sift;
 use super::{EvaluateOptions, Grouping};
 
 /// What to generate and explain, beyond the prompt.
@@ -132,17 +133,9 @@ impl CausalExplainer {
         prompts: &[(&str, &CausalOptions)],
         grouping: &Grouping,
     ) -> Vec<Result<Continuation>> {
-        let mut results: Vec<Option<Result<Continuation>>> = Vec::with_capacity(prompts.len());
-        let mut checked = Vec::with_capacity(prompts.len());
-        for (i, (prompt, options)) in prompts.iter().enumerate() {
-            match self.checked_prompt(prompt, options) {
-                Ok(ids) => {
-                    checked.push((i, ids));
-                    results.push(None);
-                }
-                Err(e) => results.push(Some(Err(e))),
-            }
-        }
+        let (mut results, checked) = sift::<_, Continuation, _>(
+            (prompts.iter()).map(|(prompt, options)| self.checked_prompt(prompt, options)),
+        );
         let lengths: Vec<(usize, ())> = checked.iter().map(|(_, ids)| (ids.len(), ())).collect();
         let packed = Grouping {
             padding: f64::INFINITY,

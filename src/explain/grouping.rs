@@ -108,6 +108,27 @@ impl Grouping {
     }
 }
 
+/// A slot per line: its error, or `None` while its result is to come.
+pub type Slots<R, E> = Vec<Option<Result<R, E>>>;
+
+/// Lines checked before they are grouped: a slot per line, and the lines that passed, each
+/// with its index.
+pub fn sift<T, R, E>(
+    checked: impl IntoIterator<Item = Result<T, E>>,
+) -> (Slots<R, E>, Vec<(usize, T)>) {
+    let (mut slots, mut passed) = (Vec::new(), Vec::new());
+    for (i, line) in checked.into_iter().enumerate() {
+        match line {
+            Ok(line) => {
+                passed.push((i, line));
+                slots.push(None);
+            }
+            Err(e) => slots.push(Some(Err(e))),
+        }
+    }
+    (slots, passed)
+}
+
 /// What one line of `n` tokens takes of a group's device memory: a layer's logits,
 /// exponentials and probabilities in f32 for every head, and every layer's fusion in f64.
 fn bytes_per_line(n: usize, heads: usize, layers: usize) -> usize {

@@ -9,7 +9,7 @@ mod prediction;
 
 use assemble::{assemble, eraser_of_every_map, listing, resolve_target, Source};
 pub use assemble::{attention_target, explain_attention};
-pub use grouping::Grouping;
+pub use grouping::{sift, Grouping};
 use prediction::probabilities;
 
 use std::time::Instant;
@@ -227,17 +227,9 @@ impl Explainer {
         texts: &[(&str, &ExplainOptions)],
         grouping: &Grouping,
     ) -> Vec<Result<Forwarded>> {
-        let mut results: Vec<Option<Result<Forwarded>>> = Vec::with_capacity(texts.len());
-        let mut prepared = Vec::with_capacity(texts.len());
-        for (i, (text, options)) in texts.iter().enumerate() {
-            match self.prepare_checked(text, options) {
-                Ok(line) => {
-                    prepared.push((i, line));
-                    results.push(None);
-                }
-                Err(e) => results.push(Some(Err(e))),
-            }
-        }
+        let (mut results, prepared) = sift::<_, Forwarded, _>(
+            (texts.iter()).map(|(text, options)| self.prepare_checked(text, options)),
+        );
         let keys: Vec<(usize, HeadFusion)> = prepared
             .iter()
             .map(|(i, line)| (line.encoding.ids.len(), texts[*i].1.relevance.fusion))

@@ -161,14 +161,15 @@ impl RotaryDecoder {
         self.rotaries.iter().map(table).collect()
     }
 
-    /// The next-token logits of the last layer's output `[..., hidden]` (its final norm
-    /// first unless `normed`).
-    fn logits(&self, x: &Tensor, normed: bool) -> Result<Tensor> {
-        let x = match normed {
-            true => x.clone(),
-            false => self.norm.forward(x)?,
-        };
-        soft_cap(self.lm_head.forward(&x)?, self.spec.final_softcap)
+    /// The next-token logits of the last layer's output `[..., hidden]`, its final norm
+    /// first.
+    fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        self.head(&self.norm.forward(x)?)
+    }
+
+    /// The next-token logits of the final norm's output `[..., hidden]`.
+    fn head(&self, normed: &Tensor) -> Result<Tensor> {
+        soft_cap(self.lm_head.forward(normed)?, self.spec.final_softcap)
     }
 }
 
@@ -209,7 +210,7 @@ impl CausalLm for RotaryDecoder {
             layers.push(trace);
         }
         Ok(StepOutput {
-            logits: self.logits(&x.i((0, q - 1..q))?, false)?.squeeze(0)?,
+            logits: self.logits(&x.i((0, q - 1..q))?)?.squeeze(0)?,
             layers,
         })
     }
@@ -225,7 +226,7 @@ impl CausalLm for RotaryDecoder {
             x = next;
             traces.push(trace);
         }
-        unpack(&self.logits(&last_rows(&x, &fed)?, false)?, &traces, &fed)
+        unpack(&self.logits(&last_rows(&x, &fed)?)?, &traces, &fed)
     }
 
     fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
@@ -234,7 +235,7 @@ impl CausalLm for RotaryDecoder {
 
     fn next_logits(&self, words: &Tensor) -> Result<Tensor> {
         let (hidden, _) = Body::forward(self, words, Keep::default(), None)?;
-        self.logits(&hidden.i((.., hidden.dim(1)? - 1, ..))?, true)
+        self.head(&hidden.i((.., hidden.dim(1)? - 1, ..))?)
     }
 
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {
