@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::error::Result;
 use crate::explain::generation::{CausalExplainer, CausalOptions, Continuation};
 use crate::explain::{
-    sift, EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded, Grouping,
+    sift, EvaluateOptions, ExplainOptions, Explainer, ForwardSeconds, Forwarded, Grouping, Input,
 };
 use crate::faithfulness::correlations::Summary;
 use crate::generate::Decoding;
@@ -338,7 +338,10 @@ fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine>) -> Vec<StartedLine
                 Parsed::Text(text, options) => Some((text, options)),
                 Parsed::Prompt(..) => None,
             }),
-            |given| explainer.forward_many(given, &grouping),
+            |given| {
+                let given: Vec<_> = (given.iter()).map(|(t, o)| (Input::Text(t), *o)).collect();
+                explainer.forward_many(&given, &grouping)
+            },
             |started| Started::Forwarded(explainer, started),
         ),
         Batch::Causal(explainer, _, grouping) => start_group(

@@ -40,6 +40,7 @@ pub mod error;
 pub mod explain;
 pub mod faithfulness;
 pub mod generate;
+pub mod image;
 pub mod input;
 pub mod linalg;
 pub mod loaded;

@@ -9,6 +9,7 @@ use bert_explain::causal::{CausalExplainer, CausalOptions};
 use bert_explain::cli::{
     output_files, refuse_for_task, view, write_outputs, CAUSAL_OPTIONS, ENCODER_OPTIONS,
 };
+use bert_explain::explain::Input;
 use bert_explain::faithfulness::correlations::{Evaluation, Summary};
 use bert_explain::input::{Line, Lines, LINE_LIMIT};
 use bert_explain::report::{Explained, Format, GeneratedView, OutputFile};
@@ -230,8 +231,9 @@ fn explain_texts(
         // finished in turn.
         for chunk in texts.chunks(options.grouping.size) {
             watch.check()?;
-            let given: Vec<(&str, &ExplainOptions)> =
-                chunk.iter().map(|text| (text.as_str(), &explain)).collect();
+            let given: Vec<(Input, &ExplainOptions)> = (chunk.iter())
+                .map(|text| (Input::Text(text), &explain))
+                .collect();
             for forwarded in inner.forward_many(&given, &options.grouping) {
                 watch.check()?;
                 let report = inner.finish(forwarded?, &explain)?;

@@ -19,6 +19,8 @@ const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "vocab.txt"];
 /// DeBERTa-v2/v3's SentencePiece model, the last resort: deberta-v3-base ships no
 /// tokenizer.json, and where a fine-tune has one, it is what transformers loads.
 const SPM_FILE: &str = "spm.model";
+/// An image model's preprocessing (resize, crop, normalise), where it has no tokenizer.
+const IMAGE_PROCESSOR_FILE: &str = "preprocessor_config.json";
 /// The weight files a checkpoint may have, best first: one file, or the index of a sharded
 /// checkpoint (its shards beside it).
 const WEIGHT_FILES: [&str; 3] = [
@@ -82,13 +84,15 @@ pub struct CheckpointFiles {
 }
 
 /// A checkpoint's tokenizer, best first: tokenizer.json, BERT's vocab.txt, GPT-2's
-/// original vocab.json + merges.txt, or DeBERTa's spm.model.
+/// original vocab.json + merges.txt, or DeBERTa's spm.model; for an image model, what reads
+/// its input in a tokenizer's stead: preprocessor_config.json.
 #[derive(Debug, Clone)]
 pub enum TokenizerFiles {
     Json(PathBuf),
     WordPieces(PathBuf),
     VocabMerges { vocab: PathBuf, merges: PathBuf },
     SentencePiece(PathBuf),
+    ImageProcessor(PathBuf),
 }
 
 impl TokenizerFiles {
@@ -113,9 +117,10 @@ impl CheckpointFiles {
                     Ok(path) => TokenizerFiles::one(path),
                     Err(error) => match (hub.file("vocab.json"), hub.file("merges.txt")) {
                         (Ok(vocab), Ok(merges)) => TokenizerFiles::VocabMerges { vocab, merges },
-                        _ => match hub.file(SPM_FILE) {
-                            Ok(spm) => TokenizerFiles::SentencePiece(spm),
-                            Err(_) => return Err(error),
+                        _ => match (hub.file(SPM_FILE), hub.file(IMAGE_PROCESSOR_FILE)) {
+                            (Ok(spm), _) => TokenizerFiles::SentencePiece(spm),
+                            (_, Ok(image)) => TokenizerFiles::ImageProcessor(image),
+                            _ => return Err(error),
                         },
                     },
                 };
@@ -160,12 +165,15 @@ impl CheckpointFiles {
             first(&["vocab.json"]),
             first(&["merges.txt"]),
             first(&[SPM_FILE]),
+            first(&[IMAGE_PROCESSOR_FILE]),
         ) {
             (Some(path), ..) => TokenizerFiles::one(path),
-            (None, Some(vocab), Some(merges), _) => TokenizerFiles::VocabMerges { vocab, merges },
-            (None, _, _, Some(spm)) => TokenizerFiles::SentencePiece(spm),
+            (None, Some(vocab), Some(merges), ..) => TokenizerFiles::VocabMerges { vocab, merges },
+            (None, _, _, Some(spm), _) => TokenizerFiles::SentencePiece(spm),
+            (None, _, _, None, Some(image)) => TokenizerFiles::ImageProcessor(image),
             _ => {
-                let needs = "tokenizer.json, vocab.txt, vocab.json + merges.txt, or spm.model";
+                let needs = "tokenizer.json, vocab.txt, vocab.json + merges.txt, or spm.model \
+                             (an image model: preprocessor_config.json)";
                 return Err(missing("tokenizer.json", needs));
             }
         };

@@ -4,7 +4,7 @@
 //! it, so they are one command. This module (with its submodules for the larger modes) is
 //! the only part of the library that prints.
 
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,8 +15,9 @@ use bert_explain::{
     batch::Batch,
     causal::{is_causal, CausalExplainer},
     device,
-    explain::{explain_attention, EvaluateOptions, Grouping, Progress},
+    explain::{explain_attention, EvaluateOptions, Grouping, Input, Progress},
     faithfulness::Blank,
+    image::{decode, read_picture, Picture, IMAGE_LIMIT},
     methods::Mixing,
     relevance::{FlowChoice, FLOW_AUTO_LIMIT},
     report::{
@@ -150,7 +151,10 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         (None, Some(text)) => {
             let explainer = load_explainer(args, matches, &device)?;
             options.mixing = mixing_for(&explainer, args, options.mixing);
-            let report = explainer.explain(text, &options)?;
+            let report = match explainer.reads_images() {
+                true => explainer.explain_input(Input::Image(&read_image(text)?), &options)?,
+                false => explainer.explain(text, &options)?,
+            };
             note_flow(&report, &options);
             view(report, args.hide_special)
         }
@@ -178,6 +182,20 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
         .render(&shown, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("cannot write the report to stdout")
+}
+
+/// The picture in the file at `path`, or on standard input for `-`.
+fn read_image(path: &str) -> anyhow::Result<Picture> {
+    if path != "-" {
+        return Ok(read_picture(Path::new(path))?);
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(IMAGE_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .context("cannot read the image from standard input")?;
+    Ok(decode(&bytes)?)
 }
 
 /// A note on stderr where flow was left out of a long text unasked.

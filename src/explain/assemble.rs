@@ -126,6 +126,7 @@ pub(super) fn assemble(
         importance: None,
         evaluation: None,
         methods: None,
+        image: None,
     })
 }
 

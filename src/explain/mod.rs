@@ -1,4 +1,5 @@
-//! The pipeline for one text: tokens, forward pass, attention stack, relevance, report.
+//! The pipeline for one text or image: tokens (or patches, [`reader`]), forward pass,
+//! attention stack, relevance, report.
 //! Also the same maps for an attention stack saved by another framework ([`assemble`]), the
 //! prediction alone ([`prediction`]), and a generated text's tokens ([`generation`]).
 
@@ -6,11 +7,14 @@ mod assemble;
 pub mod generation;
 mod grouping;
 mod prediction;
+mod reader;
 
 use assemble::{assemble, eraser_of_every_map, listing, resolve_target, Source};
 pub use assemble::{attention_target, explain_attention};
 pub use grouping::{sift, Grouping};
 use prediction::probabilities;
+pub use reader::Input;
+use reader::{stack_pixels, Feed, Reader};
 
 use std::time::Instant;
 
@@ -23,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::faithfulness::correlations::Evaluation;
 use crate::faithfulness::eraser::Erasable;
 use crate::faithfulness::{importance, Blank};
+use crate::image::{ImageProcessor, Pixels};
 use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
 use crate::model::{EncoderConfig, Heads, Keep, Model, ModelOutput, Predicts, Reads, Task};
@@ -127,7 +132,7 @@ pub struct Explainer {
     name: String,
     device: Device,
     config: EncoderConfig,
-    tokenizer: TextTokenizer,
+    reader: Reader,
     model: Model,
 }
 
@@ -138,19 +143,37 @@ impl Explainer {
         let (family, config) = load_encoder_config(&files.config)?;
         let weights = Weights::load(&files.weights, device, family.base)?;
         let model = Model::load(&weights, family, &config, &files.config)?;
-        let tokenizer = match &files.tokenizer {
-            TokenizerFiles::Json(path) | TokenizerFiles::WordPieces(path) => {
+        let reader = match (&files.tokenizer, model.patches()) {
+            (TokenizerFiles::ImageProcessor(path), Some(patches)) => Reader::Image {
+                processor: ImageProcessor::load(path)?,
+                patches,
+            },
+            (_, Some(_)) => {
+                return Err(Error::MissingFile {
+                    folder: files.config.parent().unwrap_or(&files.config).to_path_buf(),
+                    file: "preprocessor_config.json",
+                    needs: "the image processor's settings (size, crop, mean and std)",
+                })
+            }
+            (TokenizerFiles::Json(path) | TokenizerFiles::WordPieces(path), None) => {
                 let casing = source.optional_file("tokenizer_config.json");
-                TextTokenizer::load(path, casing.as_deref())?
+                Reader::Text(TextTokenizer::load(path, casing.as_deref())?)
             }
-            TokenizerFiles::SentencePiece(path) => {
-                TextTokenizer::from_spm(path, |name| source.optional_file(name))?
+            (TokenizerFiles::SentencePiece(path), None) => {
+                Reader::Text(TextTokenizer::from_spm(path, |name| {
+                    source.optional_file(name)
+                })?)
             }
-            TokenizerFiles::VocabMerges { vocab, .. } => {
+            (
+                TokenizerFiles::VocabMerges { vocab: path, .. }
+                | TokenizerFiles::ImageProcessor(path),
+                None,
+            ) => {
                 return Err(Error::Tokenizer {
-                    path: vocab.clone(),
-                    message: "an encoder reads tokenizer.json, vocab.txt or spm.model, and \
-                              vocab.json + merges.txt is a GPT-2 tokenizer"
+                    path: path.clone(),
+                    message: "an encoder of text reads tokenizer.json, vocab.txt or spm.model \
+                              (vocab.json + merges.txt is a GPT-2 tokenizer, \
+                              preprocessor_config.json an image model's)"
                         .into(),
                 })
             }
@@ -159,7 +182,7 @@ impl Explainer {
             name: source.to_string(),
             device: device.clone(),
             config,
-            tokenizer,
+            reader,
             model,
         })
     }
@@ -205,14 +228,25 @@ impl Explainer {
 
     /// Explains the prediction at the target position of `text`.
     pub fn explain(&self, text: &str, options: &ExplainOptions) -> Result<Report> {
-        self.finish(self.forward(text, options)?, options)
+        self.explain_input(Input::Text(text), options)
+    }
+
+    /// Explains the prediction for a text or an image.
+    pub fn explain_input(&self, input: Input, options: &ExplainOptions) -> Result<Report> {
+        let mut forwarded = self.forward_many(&[(input, options)], &Grouping::ONE);
+        self.finish(forwarded.pop().expect("one result per input")?, options)
+    }
+
+    /// Whether the checkpoint reads images (its input is a picture, not a text).
+    pub fn reads_images(&self) -> bool {
+        matches!(self.reader, Reader::Image { .. })
     }
 
     /// The first half of [`Explainer::explain`], all of it on the model's device: the forward
     /// pass, and its attention brought to the host in one copy. Batch mode runs it for the
     /// next lines while the host finishes earlier ones.
     pub fn forward(&self, text: &str, options: &ExplainOptions) -> Result<Forwarded> {
-        let mut forwarded = self.forward_many(&[(text, options)], &Grouping::ONE);
+        let mut forwarded = self.forward_many(&[(Input::Text(text), options)], &Grouping::ONE);
         forwarded.pop().expect("one result per text")
     }
 
@@ -224,15 +258,15 @@ impl Explainer {
     /// cannot be explained gets its error and leaves the others be.
     pub fn forward_many(
         &self,
-        texts: &[(&str, &ExplainOptions)],
+        texts: &[(Input, &ExplainOptions)],
         grouping: &Grouping,
     ) -> Vec<Result<Forwarded>> {
         let (mut results, prepared) = sift::<_, Forwarded, _>(
-            (texts.iter()).map(|(text, options)| self.prepare_checked(text, options)),
+            (texts.iter()).map(|(text, options)| self.prepare_checked(*text, options)),
         );
         let keys: Vec<(usize, HeadFusion)> = prepared
             .iter()
-            .map(|(i, line)| (line.encoding.ids.len(), texts[*i].1.relevance.fusion))
+            .map(|(i, line)| (line.encoding.tokens.len(), texts[*i].1.relevance.fusion))
             .collect();
         let cost = (self.config.num_attention_heads.max(1), self.model.layers());
         let plan = grouping.plan(&keys, cost, |n, to| self.model.pads_alike(n, to));
@@ -251,8 +285,8 @@ impl Explainer {
                 // so that each line gets its own report or error.
                 Err(_) if indices.len() > 1 => {
                     for &i in &indices {
-                        let (text, options) = texts[i];
-                        let line = self.prepare_checked(text, options).and_then(|line| {
+                        let (text, options) = &texts[i];
+                        let line = self.prepare_checked(*text, options).and_then(|line| {
                             let mut one = self.forward_group(vec![line], |_| options)?;
                             Ok(one.pop().expect("one line"))
                         });
@@ -269,14 +303,15 @@ impl Explainer {
     }
 
     /// A text prepared, and its maps checked against the memory before any forward pass.
-    fn prepare_checked(&self, text: &str, options: &ExplainOptions) -> Result<Prepared> {
-        let prepared = self.prepare(text, options)?;
+    fn prepare_checked(&self, input: Input, options: &ExplainOptions) -> Result<Prepared> {
+        let prepared = self.prepare(input, options)?;
+        let n = prepared.encoding.tokens.len();
         let asked = Asked {
-            flow: options.flow.wanted(prepared.encoding.ids.len()),
+            flow: options.flow.wanted(n),
             all_positions: options.all_positions,
             fused: true,
         };
-        maps_fit(self.model.layers(), prepared.encoding.ids.len(), asked)?;
+        maps_fit(self.model.layers(), n, asked)?;
         Ok(prepared)
     }
 
@@ -288,17 +323,29 @@ impl Explainer {
         lines: Vec<Prepared>,
         options: impl Fn(usize) -> &'a ExplainOptions,
     ) -> Result<Vec<Forwarded>> {
-        let lengths: Vec<usize> = lines.iter().map(|l| l.encoding.ids.len()).collect();
+        let lengths: Vec<usize> = lines.iter().map(|l| l.encoding.tokens.len()).collect();
         let n = lengths.iter().copied().max().unwrap_or(0);
         let mut ids = vec![0u32; lines.len() * n];
         let mut types = vec![0u32; lines.len() * n];
         for (i, line) in lines.iter().enumerate() {
             let row = i * n..i * n + line.encoding.ids.len();
             ids[row.clone()].copy_from_slice(&line.encoding.ids);
-            types[row].copy_from_slice(&line.encoding.type_ids);
+            types[i * n..i * n + line.encoding.type_ids.len()]
+                .copy_from_slice(&line.encoding.type_ids);
         }
         let shape = (lines.len(), n);
-        let ids = Tensor::from_vec(ids, shape, &self.device)?;
+        let pixels: Vec<&Pixels> = (lines.iter())
+            .filter_map(|l| match &l.feed {
+                Feed::Pixels { pixels, .. } => Some(pixels),
+                Feed::Ids => None,
+            })
+            .collect();
+        let ids = match (&self.reader, pixels.is_empty()) {
+            (Reader::Image { patches, .. }, false) => {
+                stack_pixels(&pixels, patches.channels, &self.device)?
+            }
+            _ => Tensor::from_vec(ids, shape, &self.device)?,
+        };
         let types = Tensor::from_vec(types, shape, &self.device)?;
         let targets: Vec<usize> = lines.iter().map(|l| l.target).collect();
         // One fusion for the group: grouping keeps lines of one fusion together.
@@ -352,6 +399,7 @@ impl Explainer {
                     .map(|p| self.describe(p, &line.candidates, options.top_k));
                 Ok(Forwarded {
                     encoding: line.encoding,
+                    feed: line.feed,
                     task: line.task,
                     target: line.target,
                     shape: (stack.layers(), stack.heads()),
@@ -375,6 +423,7 @@ impl Explainer {
         bind_to_thread(&self.device)?;
         let Forwarded {
             encoding,
+            feed,
             task,
             target,
             shape: (layers, heads),
@@ -385,9 +434,12 @@ impl Explainer {
         } = forwarded;
         let graph = AttentionGraph::from_fused(fused, options.relevance)?;
         // Never blanked by ERASER: special tokens, mask tokens, the explained position.
-        let mask = self.tokenizer.mask_id();
-        let fixed: Vec<bool> = (0..encoding.ids.len())
-            .map(|j| encoding.special[j] || j == target || Some(encoding.ids[j]) == mask)
+        let mask = self.reader.mask_id();
+        let fixed: Vec<bool> = (0..encoding.tokens.len())
+            .map(|j| {
+                let masked = mask.is_some() && encoding.ids.get(j).copied() == mask;
+                encoding.special[j] || j == target || masked
+            })
             .collect();
         let (ids, type_ids) = (encoding.ids.clone(), encoding.type_ids.clone());
         let source = Source {
@@ -405,7 +457,7 @@ impl Explainer {
                     Some(p) => Some(self.explained(options.evaluate.as_ref(), p)?.1),
                     None => None,
                 };
-                let (input, types) = self.device_ids(&ids, &type_ids)?;
+                let (input, types) = self.device_input(&feed, &ids, &type_ids)?;
                 let run = Run {
                     model: &self.model,
                     ids: &input,
@@ -433,6 +485,16 @@ impl Explainer {
                     },
                     model: self.name.clone(),
                 })
+            }
+            (Some(evaluate), Some(_)) if feed.image().is_some() => {
+                return Err(Error::Attention(format!(
+                    "{} scores tokens by blanking and gradients at token ids; for an image \
+                     model it is not available yet",
+                    match evaluate.only {
+                        None => "--evaluate",
+                        Some(_) => "--lrp",
+                    }
+                )))
             }
             (Some(evaluate), Some(probs)) => {
                 let query = self.importance_query(evaluate, probs)?;
@@ -471,6 +533,7 @@ impl Explainer {
         }
         report.special = Some(special);
         report.methods = methods;
+        report.image = feed.image();
         Ok(report)
     }
 
@@ -482,7 +545,7 @@ impl Explainer {
         options: &ExplainOptions,
         layer: usize,
     ) -> Result<LayerHeads> {
-        let (prepared, output) = self.run_once(text, options)?;
+        let (prepared, output) = self.run_once(Input::Text(text), options)?;
         let l = LayerHeads::index(layer, output.layers.len())?;
         let probs = output.layers[l].probs.squeeze(0)?;
         LayerHeads::new(prepared.encoding.tokens, &probs)
@@ -491,7 +554,7 @@ impl Explainer {
     /// The head's prediction for `text` without any relevance map, at the cost of one
     /// forward pass: what [`Explainer::explain`] reports as `prediction` (`None`: no head).
     pub fn predict(&self, text: &str, options: &ExplainOptions) -> Result<Option<Prediction>> {
-        let (prepared, output) = self.run_once(text, options)?;
+        let (prepared, output) = self.run_once(Input::Text(text), options)?;
         match &output.logits {
             Some(logits) => {
                 let probs = probabilities(&logits.squeeze(0)?)?;
@@ -506,10 +569,11 @@ impl Explainer {
     }
 
     /// One plain forward pass over `text`, with what it was given.
-    fn run_once(&self, text: &str, options: &ExplainOptions) -> Result<(Prepared, ModelOutput)> {
-        let prepared = self.prepare(text, options)?;
+    fn run_once(&self, input: Input, options: &ExplainOptions) -> Result<(Prepared, ModelOutput)> {
+        let prepared = self.prepare(input, options)?;
         let encoding = &prepared.encoding;
-        let (input, types) = self.device_ids(&encoding.ids, &encoding.type_ids)?;
+        let (input, types) =
+            self.device_input(&prepared.feed, &encoding.ids, &encoding.type_ids)?;
         let output = self
             .model
             .forward(&input, Some(&types), prepared.target, Keep::default())?;
@@ -517,11 +581,16 @@ impl Explainer {
     }
 
     /// Everything a forward pass over `text` needs, checked.
-    fn prepare(&self, text: &str, options: &ExplainOptions) -> Result<Prepared> {
-        if text.trim().is_empty() {
-            return Err(Error::EmptyText);
-        }
-        let encoding = self.encode(text, options)?;
+    fn prepare(&self, input: Input, options: &ExplainOptions) -> Result<Prepared> {
+        let (encoding, feed) = match input {
+            Input::Text(text) => {
+                if text.trim().is_empty() {
+                    return Err(Error::EmptyText);
+                }
+                (self.encode(text, options)?, Feed::Ids)
+            }
+            _ => self.reader.image(input)?,
+        };
         let task = self.task();
         let target = self.target(&encoding, task, options.target)?;
         let candidates = match task.predicts {
@@ -537,26 +606,33 @@ impl Explainer {
         };
         Ok(Prepared {
             encoding,
+            feed,
             task,
             target,
             candidates,
         })
     }
 
-    /// `[1, n]` token ids and token types on the model's device.
-    fn device_ids(&self, ids: &[u32], types: &[u32]) -> Result<(Tensor, Tensor)> {
-        Ok((
-            Tensor::new(ids, &self.device)?.unsqueeze(0)?,
-            Tensor::new(types, &self.device)?.unsqueeze(0)?,
-        ))
+    /// What the model reads, on its device: `[1, n]` token ids (or `[1, channels, H, W]`
+    /// pixel values) and `[1, n]` token types.
+    fn device_input(&self, feed: &Feed, ids: &[u32], types: &[u32]) -> Result<(Tensor, Tensor)> {
+        let types = Tensor::new(types, &self.device)?.unsqueeze(0)?;
+        let input = match (feed, &self.reader) {
+            (Feed::Pixels { pixels, .. }, Reader::Image { patches, .. }) => {
+                stack_pixels(&[pixels], patches.channels, &self.device)?
+            }
+            _ => Tensor::new(ids, &self.device)?.unsqueeze(0)?,
+        };
+        Ok((input, types))
     }
 
     /// The text (and pair) as tokens, checked against the model's positions and vocabulary.
     fn encode(&self, text: &str, options: &ExplainOptions) -> Result<Encoding> {
         let pair = options.pair.as_deref();
+        let tokenizer = self.reader.text()?;
         let mut encoding = match options.pretokenized {
-            true => self.tokenizer.encode_pretokenized(text, pair)?,
-            false => self.tokenizer.encode(text, pair)?,
+            true => tokenizer.encode_pretokenized(text, pair)?,
+            false => tokenizer.encode(text, pair)?,
         };
         let (n, max) = (encoding.ids.len(), self.model.max_tokens());
         if n > max {
@@ -585,19 +661,23 @@ impl Explainer {
     /// The explained position: the given one; the first or last token where the head reads
     /// there (a classifier); else the mask.
     fn target(&self, encoding: &Encoding, task: Task, given: Option<usize>) -> Result<usize> {
-        let mask = self.tokenizer.mask_id();
+        let mask = self.reader.mask_id();
         // A classifier decides from the whole text: a mask token in it is just a token.
-        let is_mask = |i: usize| task.reads == Reads::Target && Some(encoding.ids[i]) == mask;
+        let is_mask = |i: usize| {
+            task.reads == Reads::Target && mask.is_some() && encoding.ids.get(i).copied() == mask
+        };
         let found = resolve_target(&encoding.tokens, given, is_mask)?;
         match (found, task.reads) {
             (Some(target), _) => Ok(target),
-            (None, Reads::First | Reads::Mean) => Ok(0),
+            // An image without a head is explained from its class token too.
+            (None, Reads::First | Reads::Mean | Reads::Whole) => Ok(0),
+            (None, _) if self.reads_images() => Ok(0),
             (None, Reads::Last) => encoding.ids.len().checked_sub(1).ok_or(Error::EmptyText),
             (None, _) => {
                 let tokens = listing(&encoding.tokens);
                 Err(match mask {
                     Some(id) => Error::NoMask {
-                        mask: self.tokenizer.token(id),
+                        mask: self.reader.token(id),
                         tokens,
                     },
                     None => Error::NoMaskToken { tokens },
@@ -612,6 +692,7 @@ impl Explainer {
 /// thread may finish it.
 pub struct Forwarded {
     encoding: Encoding,
+    feed: Feed,
     task: Task,
     target: usize,
     /// The stack's layers and heads.
@@ -642,6 +723,7 @@ pub struct ForwardSeconds {
 /// A text ready for the forward pass.
 struct Prepared {
     encoding: Encoding,
+    feed: Feed,
     task: Task,
     target: usize,
     /// Masked LM: the candidate words and their ids.

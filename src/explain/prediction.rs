@@ -37,7 +37,7 @@ impl Explainer {
                 top: order
                     .into_iter()
                     .take(top_k)
-                    .map(|id| word(self.tokenizer.token(id), id))
+                    .map(|id| word(self.reader.token(id), id))
                     .collect(),
             },
             _ => Prediction::Labels {
@@ -85,12 +85,12 @@ impl Explainer {
                     .ok()
                     .filter(|&id| (id as usize) < self.config.vocab_size)
                     .ok_or(Error::NoPadToken)?;
-                Ok((self.tokenizer.token(id), id))
+                Ok((self.reader.token(id), id))
             }
             _ => blank
                 .tokens()
                 .iter()
-                .find_map(|t| Some((t.to_string(), self.tokenizer.token_id(t)?)))
+                .find_map(|t| Some((t.to_string(), self.reader.text().ok()?.token_id(t)?)))
                 .ok_or(Error::NoBlankToken(blank.tokens()[0])),
         }
     }
@@ -113,8 +113,8 @@ impl Explainer {
         let label = evaluate.and_then(|e| e.label.as_ref());
         let words = self.task().predicts == Predicts::Words;
         Ok(match (words, word, label) {
-            (true, Some(word), _) => (word.clone(), self.tokenizer.single_piece(word)?),
-            (true, None, _) => (self.tokenizer.token(top), top),
+            (true, Some(word), _) => (word.clone(), self.reader.text()?.single_piece(word)?),
+            (true, None, _) => (self.reader.token(top), top),
             (_, _, Some(label)) => {
                 let id = self.label_id(label, probs.len())?;
                 (self.label_name(id), id)
@@ -148,7 +148,7 @@ impl Explainer {
                         given: words.join(","),
                     });
                 }
-                Ok((word.clone(), self.tokenizer.single_piece(word.trim())?))
+                Ok((word.clone(), self.reader.text()?.single_piece(word.trim())?))
             })
             .collect()
     }

@@ -43,6 +43,12 @@ pub trait Body: Send + Sync {
     /// How many tokens the positions allow.
     fn max_tokens(&self) -> usize;
 
+    /// An image model's patches and the tokens before them ([`crate::model::vision`]);
+    /// `None` for a body that reads token ids.
+    fn patches(&self) -> Option<super::vision::Patches> {
+        None
+    }
+
     /// Whether a line of `n` tokens padded on the right to `to` gives the same values at its
     /// own positions as it does alone (LongRoPE's frequencies depend on the whole length).
     fn pads_alike(&self, _n: usize, _to: usize) -> bool {

@@ -78,6 +78,9 @@ pub struct EncoderConfig {
     pub id2label: BTreeMap<String, String>,
     #[serde(default)]
     pub num_labels: Option<usize>,
+    /// DINOv2 with registers: the register tokens between the class token and the patches.
+    #[serde(default)]
+    pub num_register_tokens: usize,
 }
 
 fn default_type_vocab_size() -> usize {

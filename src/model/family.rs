@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::body::Body;
 use super::config::{Activation, EncoderConfig};
+pub use super::heads::{ImageClassifierNames, Pool};
 use crate::checkpoint::Weights;
 use crate::error::Result;
 
@@ -39,6 +40,13 @@ pub struct Family {
     pub classifier: ClassifierNames,
     /// ELECTRA's replaced-token detector.
     pub discriminator: Option<DiscriminatorNames>,
+    /// An image family's (`None`: the family reads text).
+    pub image: Option<ImageNames>,
+}
+
+/// What an image family's checkpoints may classify with, tried in order.
+pub struct ImageNames {
+    pub classifiers: &'static [ImageClassifierNames],
 }
 
 pub struct EmbeddingNames {

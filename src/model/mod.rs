@@ -18,6 +18,7 @@ mod layer;
 pub(crate) mod norm;
 mod rotary;
 pub mod rules;
+pub mod vision;
 
 use std::path::Path;
 
@@ -172,6 +173,11 @@ impl Model {
         self.body.max_tokens()
     }
 
+    /// An image model's patches and the tokens before them; `None` for a text model.
+    pub fn patches(&self) -> Option<vision::Patches> {
+        self.body.patches()
+    }
+
     /// Whether a line of `n` tokens may be padded to `to` in a batch ([`Body::pads_alike`]).
     pub fn pads_alike(&self, n: usize, to: usize) -> bool {
         self.body.pads_alike(n, to)
@@ -283,6 +289,7 @@ impl Model {
                             Reads::First => line.i(0)?,
                             Reads::Last => line.i(lengths[i] - 1)?,
                             Reads::Mean => line.narrow(0, 0, lengths[i])?.mean(0)?,
+                            Reads::Whole => line.narrow(0, 0, lengths[i])?,
                         };
                         head.forward(&row.unsqueeze(0)?)
                     })
@@ -309,6 +316,7 @@ impl Model {
                     Reads::First => hidden.i((.., 0, ..))?,
                     Reads::Last => hidden.i((.., hidden.dim(1)? - 1, ..))?,
                     Reads::Mean => hidden.mean(1)?,
+                    Reads::Whole => hidden.clone(),
                 };
                 Some(head.forward(&read)?)
             }

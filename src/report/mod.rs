@@ -70,6 +70,20 @@ pub struct Report {
     /// With `--mixing`: each method's layer, rollout and flow maps (SPEC §8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub methods: Option<Methods>,
+    /// An image's size and its grid of patches (SPEC §10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageInfo>,
+}
+
+/// The image a report explains: its size in pixels as given, and the grid of patches the
+/// model saw (`grid[0]` rows by `grid[1]` columns, each `patch` pixels square, after the
+/// checkpoint's resizing and cropping).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageInfo {
+    pub width: usize,
+    pub height: usize,
+    pub grid: [usize; 2],
+    pub patch: usize,
 }
 
 /// The position being explained.

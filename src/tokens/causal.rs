@@ -86,6 +86,14 @@ impl CausalTokenizer {
                         .into(),
                 })
             }
+            TokenizerFiles::ImageProcessor(path) => {
+                return Err(Error::Tokenizer {
+                    path: path.clone(),
+                    message: "a causal model reads tokenizer.json or vocab.json + merges.txt, \
+                              and preprocessor_config.json is an image model's"
+                        .into(),
+                })
+            }
         };
         Ok(Self { inner })
     }

@@ -74,6 +74,7 @@ pub const FAMILY: Family = Family {
         reads: Reads::First,
     },
     discriminator: None,
+    image: None,
 };
 
 /// The config.json fields of the disentangled attention and the embeddings, checked.

@@ -55,6 +55,7 @@ const fn family(name: &'static str) -> Family {
             reads: Reads::Last,
         },
         discriminator: None,
+        image: None,
     }
 }
 

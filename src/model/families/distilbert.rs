@@ -44,4 +44,5 @@ pub const FAMILY: Family = Family {
         reads: Reads::First,
     },
     discriminator: None,
+    image: None,
 };

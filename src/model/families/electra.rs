@@ -39,4 +39,5 @@ pub const FAMILY: Family = Family {
         dense: "discriminator_predictions.dense",
         prediction: "discriminator_predictions.dense_prediction",
     }),
+    image: None,
 };

@@ -6,6 +6,9 @@ pub mod albert;
 pub mod bert;
 pub mod deberta;
 pub mod decoder_classifier;
+pub mod deit;
+pub mod dinov2;
+pub mod dinov2_registers;
 pub mod distilbert;
 pub mod electra;
 pub mod gemma;
@@ -16,6 +19,7 @@ pub mod modernbert;
 pub mod phi3;
 pub mod qwen3;
 pub mod roberta;
+pub mod vit;
 
 use std::path::Path;
 
@@ -27,7 +31,7 @@ use crate::error::{Error, Result};
 use decoder_classifier::classifier_family;
 
 /// The supported encoder families.
-const FAMILIES: [&Family; 7] = [
+const FAMILIES: [&Family; 11] = [
     &bert::FAMILY,
     &roberta::FAMILY,
     &distilbert::FAMILY,
@@ -35,6 +39,10 @@ const FAMILIES: [&Family; 7] = [
     &electra::FAMILY,
     &modernbert::FAMILY,
     &deberta::FAMILY,
+    &vit::FAMILY,
+    &deit::FAMILY,
+    &dinov2::FAMILY,
+    &dinov2_registers::FAMILY,
 ];
 
 /// The supported decoder families.
@@ -142,6 +150,9 @@ pub fn load_encoder_config(path: &Path) -> Result<(&'static Family, EncoderConfi
             found: model_type.unwrap_or("").to_string(),
             supported: supported_model_types(),
         })?;
+    if family.image.is_some() {
+        crate::model::vision::complete_config(&mut value);
+    }
     Ok((
         family,
         EncoderConfig::from_json(path, value, family.adjust)?,

@@ -51,6 +51,7 @@ pub const FAMILY: Family = Family {
         reads: Reads::First,
     },
     discriminator: None,
+    image: None,
 };
 
 /// The config.json fields the body reads, checked.

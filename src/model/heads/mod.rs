@@ -4,6 +4,7 @@
 
 mod classifier;
 mod discriminator;
+mod image_classifier;
 mod masked_lm;
 
 use candle_core::Tensor;
@@ -14,7 +15,14 @@ use crate::checkpoint::WeightPath;
 use crate::error::Result;
 
 /// Every head, in the order they are tried: the first one a checkpoint wants is loaded.
-pub const HEADS: [HeadKind; 3] = [classifier::KIND, discriminator::KIND, masked_lm::KIND];
+pub const HEADS: [HeadKind; 4] = [
+    image_classifier::KIND,
+    classifier::KIND,
+    discriminator::KIND,
+    masked_lm::KIND,
+];
+
+pub use image_classifier::{ImageClassifierNames, Pool};
 
 /// What a head predicts, as the report names it, and what that means for explaining it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +62,9 @@ pub enum Reads {
     /// The average of every token's (ModernBERT's `classifier_pooling: mean`), as First
     /// otherwise: the maps are the first token's unless another position is given.
     Mean,
+    /// Every token's: the head pools them its own way (an image classifier), as First
+    /// otherwise.
+    Whole,
 }
 
 impl Task {
@@ -80,7 +91,8 @@ impl Task {
 pub trait Head: Send + Sync {
     fn task(&self) -> Task;
 
-    /// `hidden`: `[b, hidden]`, where the head reads → logits `[b, classes]`.
+    /// `hidden`: `[b, hidden]`, where the head reads (`[b, n, hidden]`, every token's, for
+    /// [`Reads::Whole`]) → logits `[b, classes]`.
     fn forward(&self, hidden: &Tensor) -> Result<Tensor>;
 
     /// How many labels it chooses from (0 for words).
