@@ -127,6 +127,7 @@ pub(super) fn assemble(
         evaluation: None,
         methods: None,
         image: None,
+        picture: None,
     })
 }
 

@@ -534,6 +534,7 @@ impl Explainer {
         report.special = Some(special);
         report.methods = methods;
         report.image = feed.image();
+        report.picture = feed.picture();
         Ok(report)
     }
 

@@ -3,6 +3,8 @@
 //! into pixel values, its tokens named `[CLS]`, `[DIST]`, `[REG1]`…, `patch r0 c0`…. The
 //! rest of the pipeline sees a line's tokens and what the model reads ([`Feed`]).
 
+use std::sync::Arc;
+
 use candle_core::{Device, Tensor};
 
 use crate::error::{Error, Result};
@@ -29,6 +31,8 @@ pub(super) enum Feed {
     Pixels {
         pixels: Pixels,
         image: ImageInfo,
+        /// The picture as the model saw it (`None` for pixel values given as they are).
+        picture: Option<Arc<Picture>>,
     },
 }
 
@@ -38,6 +42,14 @@ impl Feed {
         match self {
             Feed::Ids => None,
             Feed::Pixels { image, .. } => Some(image.clone()),
+        }
+    }
+
+    /// The picture as the model saw it, for figures.
+    pub(super) fn picture(&self) -> Option<Arc<Picture>> {
+        match self {
+            Feed::Ids => None,
+            Feed::Pixels { picture, .. } => picture.clone(),
         }
     }
 }
@@ -102,11 +114,12 @@ impl Reader {
                 "this checkpoint reads text: give it a text, not an image".into(),
             ));
         };
-        let (pixels, width, height) = match input {
+        let (pixels, width, height, seen) = match input {
             Input::Image(picture) => (
                 processor.process(picture)?,
                 picture.width as usize,
                 picture.height as usize,
+                Some(Arc::new(processor.view(picture)?)),
             ),
             Input::Pixels(pixels) => {
                 let expected = patches.channels * pixels.height * pixels.width;
@@ -119,7 +132,7 @@ impl Reader {
                         pixels.width
                     )));
                 }
-                (pixels.clone(), pixels.width, pixels.height)
+                (pixels.clone(), pixels.width, pixels.height, None)
             }
             Input::Text(_) => {
                 return Err(Error::Attention(
@@ -151,6 +164,11 @@ impl Reader {
             grid,
             patch: patches.size,
         };
-        Ok((encoding, Feed::Pixels { pixels, image }))
+        let feed = Feed::Pixels {
+            pixels,
+            image,
+            picture: seen,
+        };
+        Ok((encoding, feed))
     }
 }

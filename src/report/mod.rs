@@ -12,6 +12,8 @@ mod evaluation;
 mod html;
 mod json;
 mod output;
+pub mod patches;
+pub mod picture;
 mod png;
 mod svg;
 mod terminal;
@@ -73,6 +75,10 @@ pub struct Report {
     /// An image's size and its grid of patches (SPEC §10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageInfo>,
+    /// The picture as the model saw it (resized and cropped), for figures and pages; not in
+    /// the JSON.
+    #[serde(skip)]
+    pub picture: Option<std::sync::Arc<crate::image::Picture>>,
 }
 
 /// The image a report explains: its size in pixels as given, and the grid of patches the

@@ -12,8 +12,10 @@ use crate::faithfulness::{headline_scores, Score};
 use crate::relevance::causal::CausalMethod;
 
 mod generated;
+mod image;
 
 pub use generated::generated_figure;
+pub use image::image_figure;
 
 /// The figure as an SVG document; values show on hover (`<title>`).
 pub struct Svg;
@@ -28,6 +30,7 @@ impl Renderer for Svg {
 /// for its ranked method and the generated token shown ([`generated_figure`]).
 pub fn figure_of(shown: &Explained) -> std::io::Result<String> {
     match shown {
+        Explained::Encoder(view) if view.report.image.is_some() => Ok(image_figure(view)),
         Explained::Encoder(view) => Ok(figure(view)),
         Explained::Generated(generated) => {
             let report = &generated.report;
@@ -55,7 +58,7 @@ const GRID_TOP: i64 = 96;
 const ROW_LABELS: i64 = 28;
 const PANEL_GAP: i64 = 18;
 pub(crate) const TARGET: &str = "#c0392b";
-const INK: &str = "#222";
+pub(crate) const INK: &str = "#222";
 pub(crate) const MUTED: &str = "#666";
 const METHODS: [&str; 3] = ["Raw attention", "Attention rollout", "Attention flow"];
 

@@ -1,6 +1,8 @@
 //! The human-readable report: the prediction, then each token's relevance as a table with
 //! bars (last layer), or the whole layer × token grid for each method as coloured cells.
 
+mod image;
+
 use std::io::Write;
 
 use super::causal::{rank_map, CausalReport, Ranking};
@@ -89,7 +91,10 @@ impl Terminal {
         }
         writeln!(out)?;
         write_prediction(report, out)?;
-        if self.all_layers {
+        if report.image.is_some() {
+            writeln!(out)?;
+            self.image_maps(view, out)?;
+        } else if self.all_layers {
             self.write_grids(view, out)?;
         } else {
             writeln!(out)?;
