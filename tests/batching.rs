@@ -13,7 +13,7 @@ mod common;
 use std::path::Path;
 
 use bert_explain::causal::{CausalExplainer, CausalOptions, Decoding};
-use bert_explain::explain::Grouping;
+use bert_explain::explain::{Grouping, Input};
 use bert_explain::model::Reads;
 use bert_explain::{DeviceChoice, ExplainOptions, Explainer, ModelSource};
 use common::{fails, minilm, real_model, repo, sentiment_model};
@@ -70,8 +70,8 @@ fn grouped_against_alone(model: &Path) -> f64 {
         ..ExplainOptions::default()
     };
     let texts = texts();
-    let given: Vec<(&str, &ExplainOptions)> =
-        texts.iter().map(|t| (t.as_str(), &options)).collect();
+    let given: Vec<(Input, &ExplainOptions)> =
+        texts.iter().map(|t| (Input::Text(t), &options)).collect();
     // Every line that may share a pass in one (the one-token line runs alone).
     let together = Grouping {
         padding: f64::INFINITY,

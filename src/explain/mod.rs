@@ -157,12 +157,12 @@ impl Explainer {
             }
             (TokenizerFiles::Json(path) | TokenizerFiles::WordPieces(path), None) => {
                 let casing = source.optional_file("tokenizer_config.json");
-                Reader::Text(TextTokenizer::load(path, casing.as_deref())?)
+                Reader::Text(Box::new(TextTokenizer::load(path, casing.as_deref())?))
             }
             (TokenizerFiles::SentencePiece(path), None) => {
-                Reader::Text(TextTokenizer::from_spm(path, |name| {
+                Reader::Text(Box::new(TextTokenizer::from_spm(path, |name| {
                     source.optional_file(name)
-                })?)
+                })?))
             }
             (
                 TokenizerFiles::VocabMerges { vocab: path, .. }

@@ -75,7 +75,7 @@ pub(super) fn stack_pixels(lines: &[&Pixels], channels: usize, device: &Device) 
 
 /// A checkpoint's reader: its tokenizer, or its image processor.
 pub(super) enum Reader {
-    Text(TextTokenizer),
+    Text(Box<TextTokenizer>),
     Image {
         processor: ImageProcessor,
         patches: Patches,

@@ -9,11 +9,14 @@ use serde::Serialize;
 
 use super::colour::{DIVERGING, RAMP};
 use super::escape::esc;
+use super::picture::data_uri;
 use super::{Explained, Renderer};
 use crate::faithfulness::{headline_scores, Score};
 
 const CSS: &str = include_str!("html/page.css");
 const SCRIPT: &str = include_str!("html/page.js");
+/// An image report's part of the page, before the page's own script.
+const IMAGE_SCRIPT: &str = include_str!("html/image.js");
 
 /// Prints the HTML page.
 pub struct Html;
@@ -33,6 +36,9 @@ struct PageData<'a, R: Serialize> {
     /// The headline importance scores, in report order: which the page shows, under what
     /// label, and whether signed.
     scores: Vec<&'static Score>,
+    /// An image report's picture as the model saw it, a PNG `data:` URI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    picture: Option<String>,
 }
 
 impl Renderer for Html {
@@ -46,6 +52,7 @@ impl Renderer for Html {
                     diverging: &DIVERGING,
                     generated: None,
                     scores: headline_scores().collect(),
+                    picture: view.report.picture.as_deref().map(data_uri).transpose()?,
                 };
                 let r = &view.report;
                 let title = format!(
@@ -64,6 +71,7 @@ impl Renderer for Html {
                     diverging: &DIVERGING,
                     generated: Some(generated.token),
                     scores: headline_scores().collect(),
+                    picture: None,
                 };
                 let title = format!("bert-explain: {}, {}", report.model, report.prompt);
                 write_page(out, &title, &data)
@@ -121,6 +129,7 @@ fn write_page<R: Serialize>(
 <noscript>This page draws the report with JavaScript; the data is in the script element below.</noscript>
 <script type="application/json" id="report-data">{json}</script>
 <script>
+{IMAGE_SCRIPT}
 {SCRIPT}</script>
 </body>
 </html>

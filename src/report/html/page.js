@@ -12,6 +12,8 @@ const NAMES = { raw: "Raw attention", rollout: "Attention rollout", flow: "Atten
 const CORRECTED = CAUSAL && report.relevance.rollout_corrected;
 if (CORRECTED) NAMES.rollout = "Attention rollout, corrected";
 const TARGET = CAUSAL ? -1 : report.target.index;
+// An image's report: the picture and its patches in the sentence's place (image.js).
+const IMAGE = CAUSAL ? null : report.image || null;
 // With --all-positions the page can explain any position (attention's raw, rollout and flow).
 const ALL = report.all_positions || null;
 // With --mixing: SPEC §8's methods, each with layer (shown in raw's place), rollout, flow.
@@ -362,7 +364,8 @@ function update() {
   const ranked = row.map((v, j) => [v, j]).sort((a, b) => b[0] - a[0]).slice(0, 5);
   const list = document.querySelector("#ranking ol");
   list.replaceChildren(...ranked.map(([v, j]) => el("li", {}, `${TOKENS[j]} ${fixed(v)}`)));
-  paintHeatmaps();
+  if (IMAGE) paintImage(row);
+  else paintHeatmaps();
   paintImportance();
   document.querySelectorAll("table.heatmap[data-method]").forEach((table) => {
     table.classList.toggle("selected", table.dataset.method === state.method);
@@ -374,8 +377,9 @@ function update() {
 
 header();
 controls();
-sentence();
+if (IMAGE) drawImage();
+else sentence();
 prediction();
-heatmaps();
+if (!IMAGE) heatmaps();
 update();
 document.body.dataset.ready = "true";
