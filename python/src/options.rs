@@ -91,6 +91,15 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             "residual={residual} is not a number between 0 and 1"
         )));
     }
+    let discard_ratio = get("discard_ratio")?
+        .map(|v| v.extract::<f64>())
+        .transpose()?
+        .unwrap_or(0.0);
+    if !(0.0..1.0).contains(&discard_ratio) {
+        return Err(usage(format!(
+            "discard_ratio={discard_ratio} is not a fraction from 0 up to (not including) 1"
+        )));
+    }
     let (evaluate, lrp) = (flag("evaluate")?, flag("lrp")?);
     for needs in ["importance_word", "label", "correlate_without_specials"] {
         if !evaluate && !lrp && given.iter().any(|g| g == needs) {
@@ -173,7 +182,11 @@ pub fn parse(options: Option<&Bound<'_, PyDict>>, allowed: &[&str]) -> PyResult<
             .map(|v| v.extract::<usize>())
             .transpose()?
             .unwrap_or(ExplainOptions::default().top_k),
-        relevance: RelevanceOptions { fusion, residual },
+        relevance: RelevanceOptions {
+            fusion,
+            residual,
+            discard_ratio,
+        },
         all_positions: flag("all_positions")?,
         flow,
         // None for batch lines, as batch mode; for the rest, the bar and the stop for Ctrl-C

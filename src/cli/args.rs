@@ -147,6 +147,11 @@ pub struct Args {
     #[arg(long, default_value_t = 0.5, value_parser = parse_alpha)]
     pub residual: f64,
 
+    /// Before rollout and flow, set this fraction of each fused layer's entries to zero, the
+    /// smallest first, the class token's own entry kept (vit-explain's discard_ratio).
+    #[arg(long, default_value_t = 0.0, value_name = "R", value_parser = parse_ratio)]
+    pub discard_ratio: f64,
+
     /// Where the model runs.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
@@ -246,6 +251,16 @@ pub(super) fn parse_alpha(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(alpha) if (0.0..=1.0).contains(&alpha) => Ok(alpha),
         _ => Err(format!("{text:?} is not a number between 0 and 1")),
+    }
+}
+
+/// A fraction in [0, 1): `--discard-ratio`.
+pub(super) fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ratio) if (0.0..1.0).contains(&ratio) => Ok(ratio),
+        _ => Err(format!(
+            "{text:?} is not a fraction from 0 up to (not including) 1"
+        )),
     }
 }
 

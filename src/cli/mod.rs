@@ -39,7 +39,7 @@ mod serve;
 use args::{Args, BlankArg, ColorArg, Fusion};
 
 pub use causal::CausalArgs;
-use options::{given, refuse_unused, Mode};
+use options::{given, refuse_for_images, refuse_unused, Mode};
 pub use options::{refuse_for_task, CAUSAL_OPTIONS, ENCODER_OPTIONS};
 
 /// Runs the command line on `args` (the program name first, as `std::env::args_os` gives
@@ -236,6 +236,7 @@ fn explain_options(args: &Args) -> anyhow::Result<ExplainOptions> {
                 Fusion::Min => HeadFusion::Min,
             },
             residual: args.residual,
+            discard_ratio: args.discard_ratio,
         },
         all_positions: args.all_positions,
         flow: match (args.causal.flow, args.no_flow) {
@@ -330,6 +331,9 @@ fn load_explainer(
         explainer.task(),
         &source.to_string(),
     )?;
+    if explainer.reads_images() {
+        refuse_for_images(|id| given(matches, id), &source.to_string())?;
+    }
     if !explainer.has_head() {
         eprintln!("Note: {source} has no prediction head, so the prediction is unavailable; relevances still work.");
     }

@@ -38,6 +38,7 @@ pub const ENCODER_OPTIONS: &[&str] = &[
     "mixing",
     "fusion",
     "residual",
+    "discard_ratio",
     "evaluate",
     "lrp",
     "importance_word",
@@ -102,6 +103,19 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("no_flow", &[Masked, Attention, Batch]),
     ("skip_common", &[Causal, CausalBatch]),
     ("figure_token", &[Causal]),
+    ("discard_ratio", &[Masked, Attention, Batch]),
+];
+
+/// The options of an encoder that an image model does not take: a text's, and the
+/// importance scores', which blank and differentiate tokens.
+const TEXT_ONLY_OPTIONS: &[&str] = &[
+    "pair",
+    "pretokenized",
+    "evaluate",
+    "lrp",
+    "blank",
+    "ig_steps",
+    "correlate_without_specials",
 ];
 
 /// The first option given on the command line that `mode` would not use, as a usage error.
@@ -154,6 +168,19 @@ pub fn refuse_unused(matches: &ArgMatches, mode: Mode, model: &str) -> Result<()
 /// Whether the option with clap's id `id` (the field name) was given on the command line.
 pub fn given(matches: &ArgMatches, id: &str) -> bool {
     matches.value_source(id) == Some(ValueSource::CommandLine)
+}
+
+/// The first of [`TEXT_ONLY_OPTIONS`] given (`given(id)`), refused for an image model.
+pub fn refuse_for_images(given: impl Fn(&str) -> bool, model: &str) -> Result<(), Error> {
+    match TEXT_ONLY_OPTIONS.iter().find(|id| given(id)) {
+        Some(id) => Err(Error::OptionForOtherTask {
+            option: format!("--{}", id.replace('_', "-")),
+            applies: "text models (an image model's importance scores are not there yet)".into(),
+            model: model.to_string(),
+            task: "vision",
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Options that only some tasks use (SPEC §7: each task's `options`), refused for the loaded

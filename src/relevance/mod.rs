@@ -2,10 +2,12 @@
 //! raw attention, attention rollout and attention flow (Abnar & Zuidema 2020).
 
 pub mod causal;
+mod discard;
 mod flow;
 mod raw;
 mod rollout;
 
+pub use discard::discard;
 pub use flow::{
     flow, flow_from_every_position, flow_from_every_position_with, flow_with, max_flow,
 };
@@ -28,6 +30,9 @@ pub struct RelevanceOptions {
     pub fusion: HeadFusion,
     /// α in `Â = (1 - α)·Ā + α·I`.
     pub residual: f64,
+    /// The fraction of each fused layer's entries zeroed before rollout and flow
+    /// ([`discard`]; 0: none).
+    pub discard_ratio: f64,
 }
 
 impl Default for RelevanceOptions {
@@ -35,6 +40,7 @@ impl Default for RelevanceOptions {
         Self {
             fusion: HeadFusion::Mean,
             residual: 0.5,
+            discard_ratio: 0.0,
         }
     }
 }
@@ -143,7 +149,10 @@ pub struct AllPositions {
 /// residual-augmented layer as it reads it, so a long text holds one augmented layer and not
 /// L; flow and every position's maps make them all (their own cost is far larger).
 pub struct AttentionGraph {
+    /// Raw attention's layers.
     fused: Tensor,
+    /// Rollout's and flow's: `fused` with `--discard-ratio`'s entries zeroed.
+    linked: Tensor,
     residual: f64,
 }
 
@@ -156,8 +165,10 @@ impl AttentionGraph {
 
     /// The graph of `[L, n, n]` fused attention from [`fuse_to_host`]: the host's half.
     pub fn from_fused(fused: Tensor, options: RelevanceOptions) -> Result<Self> {
+        let fused = host(&fused)?.contiguous()?;
         Ok(Self {
-            fused: host(&fused)?.contiguous()?,
+            linked: discard(&fused, options.discard_ratio)?,
+            fused,
             residual: options.residual,
         })
     }
@@ -201,13 +212,13 @@ impl AttentionGraph {
 
     /// Rollout alone for `target` (< n), `[L][n]`, without computing any flow.
     pub fn rollout(&self, target: usize) -> Result<Vec<Vec<f64>>> {
-        let fused = HostLayers::new(&self.fused)?;
+        let fused = HostLayers::new(&self.linked)?;
         Ok(fused.read(|layers| rollout_on_host(&Augmenting::new(layers, self.residual), target)))
     }
 
     /// The residual-augmented layers `Â_l`, `[L, n, n]`, each as flow reads it.
     fn augmented(&self) -> Result<(Tensor, HostLayers)> {
-        let augmented = with_residual(&self.fused, self.residual)?;
+        let augmented = with_residual(&self.linked, self.residual)?;
         let capacities = HostLayers::new(&augmented)?;
         Ok((augmented, capacities))
     }
