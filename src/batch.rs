@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
+use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,17 +18,23 @@ use crate::explain::{
 };
 use crate::faithfulness::correlations::Summary;
 use crate::generate::Decoding;
+use crate::image::{read_picture, Picture};
 use crate::input::{Line, Lines, LINE_LIMIT};
 use crate::report::causal::CausalReport;
 
 /// One input line: `{"text": "...", "target": 7, "candidates": ["is", "are"],
 /// "expected": "are"}`, for a classifier `{"text": "...", "pair": "...", "label":
-/// "positive"}`, for a causal model `{"text": prompt, "generate": 5, "seed": 7}`; all but
-/// text are optional and default to the command line's.
+/// "positive"}`, for a causal model `{"text": prompt, "generate": 5, "seed": 7}`, for an
+/// image model `{"image": "photo.jpg", "target": 5}`; all but text (or image) are optional
+/// and default to the command line's.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Example {
-    pub text: String,
+    #[serde(default)]
+    pub text: Option<String>,
+    /// An image model's: the image file (a relative path from the working directory).
+    #[serde(default)]
+    pub image: Option<PathBuf>,
     #[serde(default)]
     pub target: Option<usize>,
     #[serde(default)]
@@ -54,7 +61,7 @@ impl Example {
     pub fn parse(line: &Line) -> std::result::Result<Self, String> {
         match line {
             Line::Text(text) => serde_json::from_str(text).map_err(|e| {
-                format!("not a JSON object with \"text\" (and optional \"target\", \"candidates\", \"pair\", \"label\"; for a causal model \"generate\", \"seed\"): {e}")
+                format!("not a JSON object with \"text\" or \"image\" (and optional \"target\", \"candidates\", \"pair\", \"label\"; for a causal model \"generate\", \"seed\"): {e}")
             }),
             Line::TooLong => Err(format!(
                 "the line is longer than {LINE_LIMIT} bytes, more than any model's positions can hold; it was skipped"
@@ -299,17 +306,42 @@ enum Started<'a> {
 type ParsedLine = std::result::Result<Parsed, String>;
 
 enum Parsed {
-    Text(String, Box<ExplainOptions>),
+    Text(Given, Box<ExplainOptions>),
     Prompt(String, Box<CausalOptions>),
 }
 
-/// Reads a line's fields over the batch's options; or says why the line cannot be explained.
+/// What an encoder's line gives: a text, or an image read.
+enum Given {
+    Text(String),
+    Image(Picture),
+}
+
+/// Reads a line's fields over the batch's options (and an image line's picture); or says
+/// why the line cannot be explained.
 fn parse_line(batch: Batch, line: &Line) -> ParsedLine {
     let example = Example::parse(line)?;
+    let images = matches!(batch, Batch::Encoder(explainer, ..) if explainer.reads_images());
+    let text = match (example.text.clone(), &example.image, images) {
+        (Some(_), Some(_), _) => {
+            return Err("give \"text\" or \"image\", not both".into());
+        }
+        (Some(text), None, false) => text,
+        (None, Some(_), true) => String::new(),
+        (_, _, true) => {
+            return Err("this model reads images: give the line an \"image\": a file's path".into());
+        }
+        (_, _, false) => {
+            return Err("this model reads text: give the line a \"text\"".into());
+        }
+    };
     match batch {
         Batch::Encoder(_, options, _) => {
             let options = encoder_options(example_fields(&example, false)?, options)?;
-            Ok(Parsed::Text(example.text, Box::new(options)))
+            let given = match &example.image {
+                Some(path) => Given::Image(read_picture(path).map_err(|e| e.to_string())?),
+                None => Given::Text(text),
+            };
+            Ok(Parsed::Text(given, Box::new(options)))
         }
         Batch::Causal(_, options, _) => {
             example_fields(&example, true)?;
@@ -322,7 +354,7 @@ fn parse_line(batch: Batch, line: &Line) -> ParsedLine {
                 };
                 options.decoding = Decoding::Sample { seed, temperature };
             }
-            Ok(Parsed::Prompt(example.text, Box::new(options)))
+            Ok(Parsed::Prompt(text, Box::new(options)))
         }
     }
 }
@@ -339,7 +371,12 @@ fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine>) -> Vec<StartedLine
                 Parsed::Prompt(..) => None,
             }),
             |given| {
-                let given: Vec<_> = (given.iter()).map(|(t, o)| (Input::Text(t), *o)).collect();
+                let given: Vec<_> = (given.iter())
+                    .map(|(given, options)| match given {
+                        Given::Text(text) => (Input::Text(text), *options),
+                        Given::Image(picture) => (Input::Image(picture), *options),
+                    })
+                    .collect();
                 explainer.forward_many(&given, &grouping)
             },
             |started| Started::Forwarded(explainer, started),
@@ -349,7 +386,10 @@ fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine>) -> Vec<StartedLine
                 Parsed::Prompt(prompt, options) => Some((prompt, options)),
                 Parsed::Text(..) => None,
             }),
-            |given| explainer.generate_many(given, &grouping),
+            |given| {
+                let given: Vec<_> = (given.iter()).map(|(t, o)| (t.as_str(), *o)).collect();
+                explainer.generate_many(&given, &grouping)
+            },
             |started| Started::Generated(explainer, started),
         ),
     };
@@ -362,16 +402,16 @@ fn start_lines<'a>(batch: Batch<'a>, parsed: Vec<ParsedLine>) -> Vec<StartedLine
         .collect()
 }
 
-/// Lines of one kind (each its text and options) through `run`, the device's part of their
-/// reports for all of them at once, each result `started` with its options.
-fn start_group<'a, O, R>(
-    lines: impl Iterator<Item = (String, Box<O>)>,
-    run: impl FnOnce(&[(&str, &O)]) -> Vec<Result<R>>,
+/// Lines of one kind (each what it gives and its options) through `run`, the device's part
+/// of their reports for all of them at once, each result `started` with its options.
+fn start_group<'a, T, O, R>(
+    lines: impl Iterator<Item = (T, Box<O>)>,
+    run: impl FnOnce(&[(&T, &O)]) -> Vec<Result<R>>,
     started: impl Fn(Box<(O, R)>) -> Started<'a>,
 ) -> Vec<StartedLine<'a>> {
-    let (texts, options): (Vec<String>, Vec<Box<O>>) = lines.unzip();
-    let given: Vec<(&str, &O)> = (texts.iter().zip(&options))
-        .map(|(text, options)| (text.as_str(), options.as_ref()))
+    let (texts, options): (Vec<T>, Vec<Box<O>>) = lines.unzip();
+    let given: Vec<(&T, &O)> = (texts.iter().zip(&options))
+        .map(|(text, options)| (text, options.as_ref()))
         .collect();
     (run(&given).into_iter().zip(options))
         .map(|(result, options)| {

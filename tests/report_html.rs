@@ -147,3 +147,19 @@ fn page_with_every_method_works_in_chromium() {
         ],
     );
 }
+
+/// An image's page: the picture under its patches, the slider, the method switch and the
+/// row of overlays by layer (tests/browser/check-image-report.mjs).
+#[test]
+fn page_of_an_image_works_in_chromium() {
+    if !common::browser_available() {
+        return;
+    }
+    let model = repo().join("models/tiny-dinov2-registers-cls");
+    let image = repo().join("tests/fixtures/vision/images/tall.png");
+    check_with(
+        "check-image-report.mjs",
+        "dinov2-registers-tall",
+        &["--model", model.to_str().unwrap(), image.to_str().unwrap()],
+    );
+}

@@ -110,3 +110,104 @@ fn every_family_agrees_with_transformers_on_its_pixel_values() {
         let _ = Path::new(&case.image);
     }
 }
+
+/// The command line end to end on each case's image file: transformers' Pillow backend's
+/// preprocessing, then the same report (the maps within 1e-5, as from the pixel values).
+#[test]
+fn the_command_line_explains_an_image_file_as_transformers_does() {
+    for case in cases() {
+        let mut cmd = common::bin();
+        cmd.arg("--json")
+            .arg("--model")
+            .arg(repo().join("models").join(&case.model));
+        if let Some(target) = case.target {
+            cmd.arg("--target").arg(target.to_string());
+        }
+        let got: Report = common::report_of(cmd.arg(repo().join(&case.image)));
+        let want = fixture(&case.name);
+        assert_matches(&case.name, &got, &want, TOLERANCE);
+        assert_eq!(got.image, want.image, "{}: image", case.name);
+    }
+}
+
+/// `-` reads the image from standard input; batch mode's `{"image": PATH}` lines give each
+/// its report, a text line or a missing file its error record.
+#[test]
+fn images_come_from_standard_input_and_batch_lines() {
+    let case = cases().into_iter().find(|c| c.model == "tiny-vit-cls").unwrap();
+    let model = repo().join("models").join(&case.model);
+    let image = repo().join(&case.image);
+    let mut cmd = common::bin();
+    cmd.arg("--json").arg("--model").arg(&model).arg("-");
+    let got: Report = common::report_of(cmd.pipe_stdin(&image).unwrap());
+    assert_matches(&case.name, &got, &fixture(&case.name), TOLERANCE);
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("images.jsonl");
+    let lines = [
+        serde_json::json!({"image": image}).to_string(),
+        serde_json::json!({"text": "a text"}).to_string(),
+        serde_json::json!({"image": dir.path().join("missing.png")}).to_string(),
+    ];
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let output = common::bin()
+        .arg("--model")
+        .arg(&model)
+        .arg("--input")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let records: Vec<serde_json::Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 3);
+    let report: Report = serde_json::from_value(records[0].clone()).unwrap();
+    assert_matches("batch", &report, &fixture(&case.name), TOLERANCE);
+    let error = |k: usize| records[k]["error"].as_str().unwrap_or_default().to_string();
+    assert!(error(1).contains("reads images"), "{}", error(1));
+    assert!(error(2).contains("missing.png"), "{}", error(2));
+}
+
+/// A text's options are refused for an image model, with status 2; a text model refuses an
+/// image line.
+#[test]
+fn an_image_model_refuses_a_texts_options() {
+    let model = repo().join("models/tiny-vit-cls");
+    let image = repo().join("tests/fixtures/vision/images/shapes.png");
+    for option in [&["--pair", "x"][..], &["--evaluate"], &["--candidates", "a,b"]] {
+        let mut args = vec!["--model", model.to_str().unwrap(), image.to_str().unwrap()];
+        args.extend(option);
+        common::fails(&args, 2, &[option[0]]);
+    }
+}
+
+/// The figure (SVG and PNG) draws the picture under every layer's overlay.
+#[test]
+fn the_figure_overlays_each_layer_on_the_picture() {
+    let dir = tempfile::tempdir().unwrap();
+    let (svg, png) = (dir.path().join("f.svg"), dir.path().join("f.png"));
+    let output = common::bin()
+        .arg("--model")
+        .arg(repo().join("models/tiny-deit-teacher"))
+        .arg(repo().join("tests/fixtures/vision/images/square.png"))
+        .arg("--figure")
+        .arg(&svg)
+        .arg("--figure")
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("data:image/png;base64,"), "the picture is embedded");
+    // 3 layers × 3 maps of 4 × 4 patches, each with its value on hover.
+    assert_eq!(text.matches("<title>r3 c3: ").count(), 9, "one last patch a panel");
+    assert!(text.contains("[DIST]"), "the distillation token is reported apart");
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "{} bytes", bytes.len());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("Image: 64 × 64 pixels, seen as 4 × 4 patches of 8 pixels"), "{stdout}");
+    assert!(stdout.contains("[DIST]") && stdout.contains("most: r"), "{stdout}");
+}

@@ -486,16 +486,6 @@ impl Explainer {
                     model: self.name.clone(),
                 })
             }
-            (Some(evaluate), Some(_)) if feed.image().is_some() => {
-                return Err(Error::Attention(format!(
-                    "{} scores tokens by blanking and gradients at token ids; for an image \
-                     model it is not available yet",
-                    match evaluate.only {
-                        None => "--evaluate",
-                        Some(_) => "--lrp",
-                    }
-                )))
-            }
             (Some(evaluate), Some(probs)) => {
                 let query = self.importance_query(evaluate, probs)?;
                 let (ids, types) = (&encoding.ids, &encoding.type_ids);
@@ -590,7 +580,10 @@ impl Explainer {
                 }
                 (self.encode(text, options)?, Feed::Ids)
             }
-            _ => self.reader.image(input)?,
+            _ => {
+                refuse_for_images(options)?;
+                self.reader.image(input)?
+            }
         };
         let task = self.task();
         let target = self.target(&encoding, task, options.target)?;
@@ -685,6 +678,22 @@ impl Explainer {
                 })
             }
         }
+    }
+}
+
+/// An error where `options` ask of an image what only a text has: a pair, tokens as given,
+/// and (for now) the importance scores, which blank and differentiate token ids.
+fn refuse_for_images(options: &ExplainOptions) -> Result<()> {
+    let text_only = [
+        ("a pair (--pair)", options.pair.is_some()),
+        ("--pretokenized", options.pretokenized),
+        ("--evaluate and --lrp", options.evaluate.is_some()),
+    ];
+    match text_only.iter().find(|(_, asked)| *asked) {
+        Some((what, _)) => Err(Error::Attention(format!(
+            "{what} is for a text, and this model reads images; leave it out"
+        ))),
+        None => Ok(()),
     }
 }
 
