@@ -207,24 +207,66 @@ def make_decode_cases():
     out = io.BytesIO()
     Image.fromarray(g).save(out, "WEBP", lossless=True)
     files["lossless.webp"] = out.getvalue()
+    # Transparency that Pillow keeps as a colour after convert("RGB") (and that a processor
+    # with do_convert_rgb paints white), or drops.
+    key = tuple(int(v) for v in g[2, 3])
+    for name, image, options in [
+        ("key-rgb.png", Image.fromarray(g), {"transparency": key}),
+        ("key-grey.png", Image.fromarray(g[..., 1], "L"), {"transparency": int(g[2, 3, 1])}),
+        ("key-palette.png", palette, {"transparency": 3}),
+        ("alphas-palette.png", palette, {"transparency": bytes([255, 0, 128] + [255] * 9)}),
+        ("key.gif", palette, {"transparency": 3}),
+    ]:
+        out = io.BytesIO()
+        image.save(out, name.rsplit(".", 1)[1].upper(), **options)
+        files[name] = out.getvalue()
+    files["offset.gif"] = offset_gif(palette, None)
+    files["offset-key.gif"] = offset_gif(palette, 5)
+    frames = [palette, Image.fromarray(255 - g).quantize(12)]
+    out = io.BytesIO()
+    frames[0].save(out, "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    files["animated.gif"] = out.getvalue()
     expected = []
     for name, data in sorted(files.items()):
         with open(os.path.join(folder, name), "wb") as f:
             f.write(data)
         image = load_image(os.path.join(folder, name))
         rgb = np.asarray(image)
-        expected.append({
+        key = image.info.get("transparency")
+        case = {
             "file": name,
             "mode": Image.open(io.BytesIO(data)).mode,
             "width": image.width,
             "height": image.height,
             "rgb": rgb.reshape(-1).tolist(),
+            "transparent": list(key) if isinstance(key, tuple) else None,
             "exact": not name.endswith(".jpg"),
-        })
+        }
+        if case["exact"]:
+            case["processed"] = {}
+            for proc_name in ("vit-base-patch16-224", "dinov2-small"):
+                view, pixels = run(processor(proc_name), image)
+                case["processed"][proc_name] = {
+                    "view_sha256": sha256(view.tobytes()),
+                    "pixels_sha256": sha256(pixels.astype("<f4").tobytes()),
+                }
+        expected.append(case)
     with open(os.path.join(folder, "decode.json"), "w") as f:
         json.dump({"written_by": "scripts/reference/image_reference.py", "pillow": PIL.__version__,
                    "cases": expected}, f)
         f.write("\n")
+
+
+def offset_gif(palette, transparency):
+    """A GIF whose first (only) frame covers part of its screen: Pillow fills the rest."""
+    small = palette.crop((1, 1, 4, 3))
+    out = io.BytesIO()
+    small.save(out, "GIF", **({} if transparency is None else {"transparency": transparency}))
+    data = bytearray(out.getvalue())
+    data[6:10] = struct.pack("<HH", 7, 5)
+    at = data.index(0x2C, 13)
+    data[at + 1:at + 5] = struct.pack("<HH", 2, 1)
+    return bytes(data)
 
 
 def read_png(path):

@@ -7,6 +7,8 @@
 //!   transparent by a tRNS chunk);
 //! - grey is replicated to the three channels, and low bit depths are scaled up (1-bit to 0 or
 //!   255, 2-bit by 85, 4-bit by 17), as both decoders do;
+//! - a GIF's screen outside its first frame is the colour of the frame's transparent index,
+//!   else of index 0 (the `image` crate leaves it transparent black);
 //! - 16-bit RGB, RGBA and grey + alpha keep the high byte of each sample (Pillow unpacks them
 //!   to 8 bits that way when it opens them), but 16-bit grey alone is clipped: Pillow opens it
 //!   as mode `I;16` and its conversion to RGB saturates at 255 rather than scaling, so all
@@ -18,7 +20,8 @@ use std::path::Path;
 use ::image::metadata::Orientation;
 use ::image::{DynamicImage, ImageDecoder, ImageError, ImageFormat, ImageReader, Limits};
 
-use super::Picture;
+use super::pillow::{gif_first_frame, transparent_colour};
+use super::{Decoded, Picture};
 use crate::error::{Error, Result};
 use crate::input::read_capped;
 
@@ -35,6 +38,11 @@ const MAX_ALLOC: u64 = MAX_PIXELS * 8 + (64 << 20);
 /// orientation, in 8-bit RGB as Pillow's `convert("RGB")` gives it (see the module doc for
 /// alpha and 16-bit samples).
 pub fn decode(bytes: &[u8]) -> Result<Picture> {
+    decode_keyed(bytes).map(|decoded| decoded.picture)
+}
+
+/// [`decode`], with the colour Pillow keeps as transparent (see [`Decoded`]).
+pub fn decode_keyed(bytes: &[u8]) -> Result<Decoded> {
     let format = ::image::guess_format(bytes)
         .ok()
         .filter(|f| {
@@ -73,21 +81,49 @@ pub fn decode(bytes: &[u8]) -> Result<Picture> {
     // An unreadable EXIF block leaves the picture as stored, as Pillow does.
     let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
     let mut image = DynamicImage::from_decoder(decoder).map_err(&failed)?;
+    if format == ImageFormat::Gif {
+        fill_gif_screen(bytes, &mut image);
+    }
     image.apply_orientation(orientation);
-    to_rgb(image)
+    Ok(Decoded {
+        picture: to_rgb(image)?,
+        transparent: transparent_colour(bytes),
+    })
 }
 
 /// The picture in the file at `path`, read with a size cap ([`FILE_LIMIT`]); errors name the
 /// path.
 pub fn read_picture(path: &Path) -> Result<Picture> {
+    read_keyed(path).map(|decoded| decoded.picture)
+}
+
+/// [`read_picture`], with the colour Pillow keeps as transparent (see [`Decoded`]).
+pub fn read_keyed(path: &Path) -> Result<Decoded> {
     let bytes = read_capped(path, FILE_LIMIT).map_err(|e| Error::ImageRead {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    decode(&bytes).map_err(|e| Error::InImage {
+    decode_keyed(&bytes).map_err(|e| Error::InImage {
         path: path.to_path_buf(),
         source: Box::new(e),
     })
+}
+
+/// Pillow's canvas for a GIF's first frame: outside the frame, the colour of its transparent
+/// index or of index 0, opaque.
+fn fill_gif_screen(bytes: &[u8], image: &mut DynamicImage) {
+    let (Some(frame), DynamicImage::ImageRgba8(canvas)) = (gif_first_frame(bytes), image) else {
+        return;
+    };
+    let [left, top, width, height] = frame.rect;
+    let [r, g, b] = frame.fill;
+    for (x, y, pixel) in canvas.enumerate_pixels_mut() {
+        let inside = (left..left.saturating_add(width)).contains(&x)
+            && (top..top.saturating_add(height)).contains(&y);
+        if !inside {
+            pixel.0 = [r, g, b, 255];
+        }
+    }
 }
 
 fn check_size(width: u32, height: u32) -> Result<()> {

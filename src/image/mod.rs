@@ -24,14 +24,18 @@
 //! - Lossy WebP (libwebp against `image-webp`) and CMYK JPEG are not measured.
 //! - A palette, grey or RGB PNG or a GIF with a transparent colour key: Pillow keeps the key
 //!   after `convert("RGB")`, and a processor with `do_convert_rgb` (BiT, DINOv2) then paints
-//!   those pixels white; we keep the decoded colours.
+//!   those pixels white. [`decode`] and [`read_picture`] drop the key; [`read_keyed`] keeps it
+//!   and [`ImageProcessor::prepare`] paints as transformers does.
 
 mod decode;
+mod pillow;
 mod processor;
 pub mod resample;
 mod size;
 
-pub use decode::{decode, read_picture, FILE_LIMIT, MAX_PIXELS, MAX_SIDE};
+pub use decode::{
+    decode, decode_keyed, read_keyed, read_picture, FILE_LIMIT, MAX_PIXELS, MAX_SIDE,
+};
 pub use processor::ImageProcessor;
 pub use resample::Filter;
 pub use size::Size;
@@ -56,6 +60,17 @@ impl Picture {
         let i = (y as usize * self.width as usize + x as usize) * 3;
         [self.rgb[i], self.rgb[i + 1], self.rgb[i + 2]]
     }
+}
+
+/// A decoded picture with the colour Pillow keeps as `info["transparency"]` after
+/// `convert("RGB")` (an 8-bit grey or RGB PNG's tRNS colour key, a PNG palette's one fully
+/// transparent entry, a GIF's transparent index). A processor with `do_convert_rgb` (BiT,
+/// DINOv2) composites such a picture onto white, so pixels of that colour turn white:
+/// [`ImageProcessor::prepare`] does it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    pub picture: Picture,
+    pub transparent: Option<[u8; 3]>,
 }
 
 /// `pixel_values` of one image: `[3, height, width]` f32, channel-major (red plane, green

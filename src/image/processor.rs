@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::resample::{resize, Filter};
 use super::size::Size;
-use super::{Picture, Pixels};
+use super::{Decoded, Picture, Pixels};
 use crate::error::{Error, Result};
 use crate::input::{read_text_capped, METADATA_LIMIT};
 
@@ -226,6 +226,22 @@ impl ImageProcessor {
             normalize,
             convert_rgb: flag("do_convert_rgb", defaults.convert_rgb)?,
         })
+    }
+
+    /// The picture as this processor receives it from `load_image`: with `do_convert_rgb`,
+    /// transformers composites a picture that Pillow keeps a transparent colour for onto
+    /// white (`convert_to_rgb`), so the pixels of that colour turn white; otherwise the
+    /// picture as decoded.
+    pub fn prepare(&self, decoded: Decoded) -> Picture {
+        let mut picture = decoded.picture;
+        if let (true, Some(key)) = (self.convert_rgb, decoded.transparent) {
+            for pixel in picture.rgb.chunks_exact_mut(3) {
+                if pixel == key {
+                    pixel.copy_from_slice(&[255; 3]);
+                }
+            }
+        }
+        picture
     }
 
     /// The picture as the model sees it, before rescaling: resized and centre-cropped, 8-bit
