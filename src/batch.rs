@@ -18,7 +18,7 @@ use crate::explain::{
 };
 use crate::faithfulness::correlations::Summary;
 use crate::generate::Decoding;
-use crate::image::{read_picture, Picture};
+use crate::image::{read_keyed, Decoded};
 use crate::input::{Line, Lines, LINE_LIMIT};
 use crate::report::causal::CausalReport;
 
@@ -313,7 +313,7 @@ enum Parsed {
 /// What an encoder's line gives: a text, or an image read.
 enum Given {
     Text(String),
-    Image(Picture),
+    Image(Decoded),
 }
 
 /// Reads a line's fields over the batch's options (and an image line's picture); or says
@@ -328,7 +328,9 @@ fn parse_line(batch: Batch, line: &Line) -> ParsedLine {
         (Some(text), None, false) => text,
         (None, Some(_), true) => String::new(),
         (_, _, true) => {
-            return Err("this model reads images: give the line an \"image\": a file's path".into());
+            return Err(
+                "this model reads images: give the line an \"image\": a file's path".into(),
+            );
         }
         (_, _, false) => {
             return Err("this model reads text: give the line a \"text\"".into());
@@ -338,7 +340,7 @@ fn parse_line(batch: Batch, line: &Line) -> ParsedLine {
         Batch::Encoder(_, options, _) => {
             let options = encoder_options(example_fields(&example, false)?, options)?;
             let given = match &example.image {
-                Some(path) => Given::Image(read_picture(path).map_err(|e| e.to_string())?),
+                Some(path) => Given::Image(read_keyed(path).map_err(|e| e.to_string())?),
                 None => Given::Text(text),
             };
             Ok(Parsed::Text(given, Box::new(options)))

@@ -228,6 +228,34 @@ pub enum Error {
 
     #[error("input/output failed: {0}")]
     Io(#[from] std::io::Error),
+
+    #[error("the image is not a PNG, JPEG, WebP or GIF file (it starts with the bytes {start}); convert it to one of those formats")]
+    ImageFormat { start: String },
+
+    #[error("the {format} image cannot be decoded: {message}; the file may be truncated or corrupt: save or download it again, or convert it to PNG")]
+    ImageDecode { format: String, message: String },
+
+    #[error("the image is {size}, more than bert-explain takes ({} pixels a side, {} pixels in all); scale it down first (the models see 224 to 518 pixels a side)", crate::image::MAX_SIDE, crate::image::MAX_PIXELS)]
+    ImageTooLarge { size: String },
+
+    #[error(
+        "cannot read the image {path}: {message}; give the path of a PNG, JPEG, WebP or GIF file"
+    )]
+    ImageRead { path: PathBuf, message: String },
+
+    #[error("{path}: {source}")]
+    InImage { path: PathBuf, source: Box<Error> },
+
+    #[error("cannot resize the {width}×{height} image to {to_width}×{to_height}: a side of no pixels; the image is too narrow for this processor's size")]
+    ImageResize {
+        width: u32,
+        height: u32,
+        to_width: u32,
+        to_height: u32,
+    },
+
+    #[error("cannot read {path} as an image processor config: {message}; check that it is the checkpoint's preprocessor_config.json")]
+    ImageProcessorConfig { path: PathBuf, message: String },
 }
 
 impl Error {
@@ -263,7 +291,12 @@ impl Error {
                 | Error::OptionForOtherTask { .. }
                 | Error::UnknownMixing { .. }
                 | Error::CausalModelInBertMode { .. }
-        )
+                | Error::ImageFormat { .. }
+                | Error::ImageDecode { .. }
+                | Error::ImageTooLarge { .. }
+                | Error::ImageRead { .. }
+                | Error::ImageResize { .. }
+        ) || matches!(self, Error::InImage { source, .. } if source.is_usage())
     }
 }
 

@@ -21,6 +21,8 @@
 //! heads and adds the residual; [`relevance`] computes raw attention, rollout and flow;
 //! [`methods`] the other mixing matrices of SPEC §8 and their maps; [`report`] renders the
 //! result.
+//! [`image`] reads a picture and preprocesses it as transformers' image processors do (Pillow
+//! backend), for vision transformers (ViT, DeiT, DINOv2).
 //! [`Explainer`] ties them together; [`faithfulness`] scores tokens by input gradients,
 //! blank-out, integrated gradients and LRP, correlates the maps with them and measures ERASER
 //! faithfulness; [`batch`] runs a dataset. Each stage has a file for causal models (GPT-2,

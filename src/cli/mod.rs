@@ -17,7 +17,7 @@ use bert_explain::{
     device,
     explain::{explain_attention, EvaluateOptions, Grouping, Input, Progress},
     faithfulness::Blank,
-    image::{decode, read_picture, Picture, IMAGE_LIMIT},
+    image::{decode_keyed, read_keyed, Decoded, FILE_LIMIT},
     methods::Mixing,
     relevance::{FlowChoice, FLOW_AUTO_LIMIT},
     report::{
@@ -185,17 +185,22 @@ fn run(args: &Args, matches: &ArgMatches) -> anyhow::Result<()> {
 }
 
 /// The picture in the file at `path`, or on standard input for `-`.
-fn read_image(path: &str) -> anyhow::Result<Picture> {
+fn read_image(path: &str) -> anyhow::Result<Decoded> {
     if path != "-" {
-        return Ok(read_picture(Path::new(path))?);
+        return Ok(read_keyed(Path::new(path))?);
     }
     let mut bytes = Vec::new();
     std::io::stdin()
         .lock()
-        .take(IMAGE_LIMIT + 1)
+        .take(FILE_LIMIT + 1)
         .read_to_end(&mut bytes)
         .context("cannot read the image from standard input")?;
-    Ok(decode(&bytes)?)
+    anyhow::ensure!(
+        bytes.len() as u64 <= FILE_LIMIT,
+        "the image on standard input holds more than {FILE_LIMIT} bytes, more than an image \
+         may; give a smaller file"
+    );
+    Ok(decode_keyed(&bytes)?)
 }
 
 /// A note on stderr where flow was left out of a long text unasked.

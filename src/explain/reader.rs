@@ -8,7 +8,7 @@ use std::sync::Arc;
 use candle_core::{Device, Tensor};
 
 use crate::error::{Error, Result};
-use crate::image::{ImageProcessor, Picture, Pixels};
+use crate::image::{Decoded, ImageProcessor, Picture, Pixels};
 use crate::model::vision::Patches;
 use crate::report::ImageInfo;
 use crate::tokens::{Encoding, TextTokenizer};
@@ -17,8 +17,9 @@ use crate::tokens::{Encoding, TextTokenizer};
 #[derive(Debug, Clone, Copy)]
 pub enum Input<'a> {
     Text(&'a str),
-    /// A decoded image, preprocessed as the checkpoint says.
-    Image(&'a Picture),
+    /// A decoded image (with the colour its file calls transparent, which a processor that
+    /// converts to RGB paints white), preprocessed as the checkpoint says.
+    Image(&'a Decoded),
     /// An image already preprocessed: pixel values as the model reads them.
     Pixels(&'a Pixels),
 }
@@ -115,12 +116,16 @@ impl Reader {
             ));
         };
         let (pixels, width, height, seen) = match input {
-            Input::Image(picture) => (
-                processor.process(picture)?,
-                picture.width as usize,
-                picture.height as usize,
-                Some(Arc::new(processor.view(picture)?)),
-            ),
+            Input::Image(decoded) => {
+                let picture = processor.prepare(decoded.clone());
+                let view = processor.view(&picture)?;
+                (
+                    processor.pixels(&view),
+                    picture.width as usize,
+                    picture.height as usize,
+                    Some(Arc::new(view)),
+                )
+            }
             Input::Pixels(pixels) => {
                 let expected = patches.channels * pixels.height * pixels.width;
                 if pixels.values.len() != expected {
