@@ -1,7 +1,9 @@
 //! Pillow's `Image.resize` for 8-bit RGB, bit for bit: separable convolution with Pillow's
 //! filters (libImaging/Resample.c), and its nearest-neighbour scaling (libImaging/Geometry.c).
 //!
-//! The convolution runs per axis, horizontal then vertical, each pass rounding to 8 bits. For
+//! The convolution runs per axis, horizontal then vertical (vertical first where the height
+//! shrinks by more than twice what the width does, as Pillow 13 does), each pass rounding to
+//! 8 bits. For
 //! each output pixel the filter is centred on the input position `(i + 0.5) * scale`, its
 //! support widened by the scale when shrinking (so every input pixel contributes), the weights
 //! normalised to sum 1 in double precision and then turned into 22-bit fixed point; sums start
@@ -182,6 +184,49 @@ fn clip8(sum: i64) -> u8 {
 
 const HALF: i64 = 1 << (PRECISION_BITS - 1);
 
+/// The horizontal pass: each of `rows` rows of `in_w` RGB pixels (`rgb`) resampled to
+/// `weights`' output width.
+fn resample_columns(rgb: &[u8], in_w: usize, rows: usize, weights: &Coefficients) -> Vec<u8> {
+    let out_w = weights.count.len();
+    let mut out = vec![0u8; rows * out_w * 3];
+    for (y, line) in out.chunks_exact_mut(out_w * 3).enumerate() {
+        let input = &rgb[y * in_w * 3..][..in_w * 3];
+        for (x, pixel) in line.chunks_exact_mut(3).enumerate() {
+            let (start, k) = weights.of(x);
+            let mut sums = [HALF; 3];
+            for (j, &w) in k.iter().enumerate() {
+                let p = &input[(start + j) * 3..][..3];
+                for c in 0..3 {
+                    sums[c] += p[c] as i64 * w as i64;
+                }
+            }
+            for c in 0..3 {
+                pixel[c] = clip8(sums[c]);
+            }
+        }
+    }
+    out
+}
+
+/// The vertical pass: rows of `width` RGB pixels (`rgb`, whose first row is the source's row
+/// `offset`) resampled to `weights`' output height.
+fn resample_rows(rgb: &[u8], width: usize, weights: &Coefficients, offset: usize) -> Vec<u8> {
+    let line = width * 3;
+    let mut out = vec![0u8; weights.count.len() * line];
+    for (y, row) in out.chunks_exact_mut(line).enumerate() {
+        let (start, k) = weights.of(y);
+        let start = start - offset;
+        for (i, value) in row.iter_mut().enumerate() {
+            let mut sum = HALF;
+            for (j, &w) in k.iter().enumerate() {
+                sum += rgb[(start + j) * line + i] as i64 * w as i64;
+            }
+            *value = clip8(sum);
+        }
+    }
+    out
+}
+
 /// `picture` resized to `width` × `height` with `filter`, as Pillow's `Image.resize(size,
 /// filter)` does for an RGB image (no box, no reducing gap).
 pub fn resize(picture: &Picture, width: u32, height: u32, filter: Filter) -> Result<Picture> {
@@ -201,58 +246,29 @@ pub fn resize(picture: &Picture, width: u32, height: u32, filter: Filter) -> Res
     }
     let (in_w, in_h) = (picture.width as usize, picture.height as usize);
     let (out_w, out_h) = (width as usize, height as usize);
-    let vertical = Coefficients::new(in_h, out_h, filter);
-    // Only the rows the vertical pass reads are resampled horizontally.
-    let (rows_first, rows_end) = if out_h != in_h {
-        let last = out_h - 1;
-        (
-            vertical.first[0],
-            vertical.first[last] + vertical.count[last],
-        )
-    } else {
-        (0, in_h)
-    };
-    let mut current: Vec<u8>;
-    let source: &[u8] = if out_w != in_w {
-        let horizontal = Coefficients::new(in_w, out_w, filter);
-        current = vec![0u8; (rows_end - rows_first) * out_w * 3];
-        for (y, line) in current.chunks_exact_mut(out_w * 3).enumerate() {
-            let input = &picture.rgb[(y + rows_first) * in_w * 3..][..in_w * 3];
-            for (x, out) in line.chunks_exact_mut(3).enumerate() {
-                let (start, k) = horizontal.of(x);
-                let mut sums = [HALF; 3];
-                for (j, &w) in k.iter().enumerate() {
-                    let p = &input[(start + j) * 3..][..3];
-                    for c in 0..3 {
-                        sums[c] += p[c] as i64 * w as i64;
-                    }
-                }
-                for c in 0..3 {
-                    out[c] = clip8(sums[c]);
-                }
-            }
+    let horizontal = (out_w != in_w).then(|| Coefficients::new(in_w, out_w, filter));
+    let vertical = (out_h != in_h).then(|| Coefficients::new(in_h, out_h, filter));
+    // Pillow 13 runs the vertical pass first where the height shrinks by more than twice
+    // what the width does (Resample.c, `horizontal_first`); the 8-bit rounding between the
+    // passes makes the order show.
+    let shrink = |from: usize, to: usize| from as i64 - to as i64;
+    let vertical_first = shrink(in_h, out_h) > 0 && shrink(in_h, out_h) > 2 * shrink(in_w, out_w);
+    let rgb = match (horizontal, vertical) {
+        (Some(h), Some(v)) if vertical_first => {
+            let rows = resample_rows(&picture.rgb, in_w, &v, 0);
+            resample_columns(&rows, in_w, out_h, &h)
         }
-        &current
-    } else {
-        &picture.rgb[rows_first * in_w * 3..rows_end * in_w * 3]
-    };
-    let rgb = if out_h != in_h {
-        let mut out = vec![0u8; out_h * out_w * 3];
-        let line = out_w * 3;
-        for (y, row) in out.chunks_exact_mut(line).enumerate() {
-            let (start, k) = vertical.of(y);
-            let start = start - rows_first;
-            for (i, value) in row.iter_mut().enumerate() {
-                let mut sum = HALF;
-                for (j, &w) in k.iter().enumerate() {
-                    sum += source[(start + j) * line + i] as i64 * w as i64;
-                }
-                *value = clip8(sum);
-            }
+        (Some(h), Some(v)) => {
+            // Only the rows the vertical pass reads are resampled horizontally.
+            let last = out_h - 1;
+            let (first, end) = (v.first[0], v.first[last] + v.count[last]);
+            let block = &picture.rgb[first * in_w * 3..end * in_w * 3];
+            let columns = resample_columns(block, in_w, end - first, &h);
+            resample_rows(&columns, out_w, &v, first)
         }
-        out
-    } else {
-        source.to_vec()
+        (Some(h), None) => resample_columns(&picture.rgb, in_w, in_h, &h),
+        (None, Some(v)) => resample_rows(&picture.rgb, in_w, &v, 0),
+        (None, None) => picture.rgb.clone(),
     };
     Ok(Picture { width, height, rgb })
 }
