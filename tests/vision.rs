@@ -315,3 +315,48 @@ fn discarding_agrees_with_the_vit_explain_reference() {
     }
     assert_eq!(checked, 5 * 9);
 }
+
+/// Chefer et al.'s ViT method, `--mixing grad-attention`, against the reference's maps from
+/// torch's gradients (scripts/reference/vit_explain_reference.py: M_l = mean_h max(0,
+/// ∂s/∂A ⊙ A) for the top class's logit, R_l = R_{l−1} + M_l·R_{l−1}), within 1e-5 as for the
+/// text families; every other method runs on every image family.
+#[test]
+fn chefers_gradient_method_agrees_with_the_reference() {
+    use bert_explain::methods::Mixing;
+    let dir = fixtures().join("vit-explain");
+    for file in [
+        "vit-cls-shapes",
+        "deit-teacher-shapes",
+        "dinov2-cls-shapes",
+        "dinov2-registers-cls-shapes",
+    ] {
+        let text = std::fs::read_to_string(dir.join(format!("{file}.json"))).unwrap();
+        let fixture: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let model = fixture["model"].as_str().unwrap();
+        let explainer = explainer(model.trim_start_matches("models/"));
+        let options = ExplainOptions {
+            mixing: Some(Mixing::parse_list("all").unwrap()),
+            ..ExplainOptions::default()
+        };
+        let report = explainer
+            .explain_input(Input::Pixels(&pixels(file)), &options)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let methods = report.methods.as_ref().unwrap();
+        assert_eq!(methods.len(), Mixing::all().count(), "{file}: every method");
+        let got = &methods["grad-attention"];
+        let want = &fixture["gradient"]["chefer"];
+        for (what, got) in [("layer", &got.layer), ("rollout", &got.rollout)] {
+            let want: Vec<Vec<f64>> = serde_json::from_value(want[what].clone()).unwrap();
+            assert_eq!(got.len(), want.len(), "{file}: {what} layers");
+            for (l, (g, w)) in got.iter().zip(&want).enumerate() {
+                for (j, (a, b)) in g.iter().zip(w).enumerate() {
+                    assert!(
+                        (a - b).abs() <= TOLERANCE,
+                        "{file}: grad-attention {what} layer {} token {j}: {a} vs {b}",
+                        l + 1
+                    );
+                }
+            }
+        }
+    }
+}
