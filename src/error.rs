@@ -256,6 +256,11 @@ pub enum Error {
 
     #[error("cannot read {path} as an image processor config: {message}; check that it is the checkpoint's preprocessor_config.json")]
     ImageProcessorConfig { path: PathBuf, message: String },
+
+    /// What was given does not suit what the model reads (a text for an image model, a
+    /// text's option for an image); the message says what to give instead.
+    #[error("{0}")]
+    InputKind(String),
 }
 
 impl Error {
@@ -296,6 +301,7 @@ impl Error {
                 | Error::ImageTooLarge { .. }
                 | Error::ImageRead { .. }
                 | Error::ImageResize { .. }
+                | Error::InputKind(_)
         ) || matches!(self, Error::InImage { source, .. } if source.is_usage())
     }
 }

@@ -62,6 +62,50 @@ fn too_large(size: u64, limit: u64) -> io::Error {
     )
 }
 
+/// The bytes that standard base64 (RFC 4648 §4, padded or not; ASCII whitespace ignored)
+/// `text` spells, or what is wrong with it. A `data:…;base64,` prefix (what a browser's
+/// `readAsDataURL` gives) is skipped.
+pub fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
+    let text = match text.strip_prefix("data:") {
+        Some(uri) => uri
+            .split_once(";base64,")
+            .map(|(_, data)| data)
+            .ok_or("a data: URI that is not base64")?,
+        None => text,
+    };
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let digits: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    let body = digits
+        .strip_suffix(b"==")
+        .or_else(|| digits.strip_suffix(b"="));
+    let body = body.unwrap_or(&digits);
+    if body.len() % 4 == 1 {
+        return Err(format!(
+            "{} base64 digits cannot end a whole byte",
+            body.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(body.len() / 4 * 3 + 2);
+    for chunk in body.chunks(4) {
+        let mut n = 0u32;
+        for (k, &c) in chunk.iter().enumerate() {
+            let v = value(c).ok_or_else(|| format!("{:?} is not a base64 digit", c as char))?;
+            n |= v << (18 - 6 * k);
+        }
+        out.extend(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    Ok(out)
+}
+
 /// One line of a text file read by [`Lines`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
@@ -165,6 +209,26 @@ mod tests {
         Lines::new(io::BufReader::with_capacity(4, bytes), limit)
             .collect::<io::Result<_>>()
             .unwrap()
+    }
+
+    #[test]
+    fn decodes_base64_as_rfc_4648_spells_it() {
+        for (text, bytes) in [
+            ("", &b""[..]),
+            ("Zg==", b"f"),
+            ("Zm8=", b"fo"),
+            ("Zm9v", b"foo"),
+            ("Zm9vYmFy", b"foobar"),
+            ("Zm9vYg", b"foob"),
+            ("Zm9v\nYmE=", b"fooba"),
+            ("data:image/png;base64,Zm9v", b"foo"),
+            ("/+8=", &[0xff, 0xef]),
+        ] {
+            assert_eq!(base64_decode(text).unwrap(), bytes, "{text}");
+        }
+        for bad in ["Zm9vY", "Zm9*", "data:image/png,abc"] {
+            assert!(base64_decode(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - `GET /api/info`: the model, its family and task, the mixing methods, the headline
 //!   importance scores (name, label, signed) and the ends of their colour scale.
 //! - `POST /api/explain` `{"text": …, options…}`: the report of `bert-explain --json` (SPEC §4;
-//!   a causal model's for a prompt).
+//!   a causal model's for a prompt). An image model takes `{"image": BASE64, options…}`: the
+//!   file's bytes in base64 (PNG, JPEG, WebP, GIF), in a body of at most 48 MiB.
 //! - `POST /api/explain?progress` (or `=1`, `=true`), same body: JSON lines as the work goes,
 //!   each flow's `{"progress": {"done": d, "total": t}}` (ten a second at most) and last
 //!   `{"report": …}` or `{"error": …, "status": s}` (the status `/api/explain` would answer);
@@ -34,7 +35,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bert_explain::causal::CausalOptions;
+use bert_explain::explain::Input;
 use bert_explain::faithfulness::headline_scores;
+use bert_explain::image::{decode_keyed, Decoded};
+use bert_explain::input::base64_decode;
 use bert_explain::methods::Mixing;
 use bert_explain::relevance::Progress;
 use bert_explain::report::colour::DIVERGING;
@@ -56,6 +60,9 @@ const SCRIPT: &str = include_str!("serve/page.js");
 const STYLE: &str = include_str!("serve/page.css");
 /// The largest request body read.
 const BODY_LIMIT: u64 = 1 << 20;
+/// The largest request body read where the model reads images: a photograph's bytes in
+/// base64.
+const IMAGE_BODY_LIMIT: u64 = 48 << 20;
 /// How many requests are explained at once.
 const WORKERS: usize = 2;
 /// How many of the last reports are kept, so that a figure of one is not explained again
@@ -171,7 +178,7 @@ impl State {
                     "/api/figure" => format_of(&query).map(Some),
                     _ => Ok(None),
                 }?;
-                let body = read_body(request)?;
+                let body = read_body(request, self.body_limit())?;
                 match path.as_str() {
                     "/api/heads" => self.heads(&body),
                     _ => self.explain(&body, format, None),
@@ -185,12 +192,25 @@ impl State {
         }
     }
 
+    /// Whether the model reads images (and its requests give `"image"`, not `"text"`).
+    fn reads_images(&self) -> bool {
+        matches!(&self.loaded, Loaded::Encoder(explainer) if explainer.reads_images())
+    }
+
+    fn body_limit(&self) -> u64 {
+        match self.reads_images() {
+            true => IMAGE_BODY_LIMIT,
+            false => BODY_LIMIT,
+        }
+    }
+
     fn info(&self) -> String {
         serde_json::json!({
             "model": self.model,
             "family": self.loaded.family(),
             "task": self.loaded.task_name(),
             "predicts": self.loaded.predicts(),
+            "reads": if self.reads_images() { "image" } else { "text" },
             "mixings": Mixing::all().map(Mixing::name).collect::<Vec<_>>(),
             "scores": headline_scores().collect::<Vec<_>>(),
             "diverging": DIVERGING,
@@ -203,7 +223,7 @@ impl State {
     /// 200 whatever comes; a mistake is the last line's. A client that goes away stops the
     /// flow under way.
     fn stream(&self, mut request: Request) {
-        let body = read_body(&mut request);
+        let body = read_body(&mut request, self.body_limit());
         if *request.http_version() < HTTPVersion(1, 1) {
             let message = "?progress streams its lines in chunks: ask with HTTP/1.1";
             return respond(request, Err((505, message.into())));
@@ -265,7 +285,9 @@ impl State {
             let (option, model) = ("--figure-token".into(), self.model.clone());
             return Err(Error::CausalOptionForBert { option, model }.into());
         }
-        let (args, matches) = self.arguments(body, skip)?;
+        let image = self.image_of(body)?;
+        let skip = [skip, &["image"]].concat();
+        let (args, matches) = self.arguments(body, &skip)?;
         let text = args.text.clone().unwrap_or_default();
         let mut options = explain_options(&args)?;
         match &self.loaded {
@@ -287,8 +309,12 @@ impl State {
             (None, Loaded::Encoder(explainer)) => {
                 options.mixing = mixing_for(explainer, &args, options.mixing);
                 options.progress = progress;
-                let shown = view(explainer.explain(&text, &options)?, args.hide_special);
-                self.remember(key, shown)
+                let input = match &image {
+                    Some(decoded) => Input::Image(decoded),
+                    None => Input::Text(&text),
+                };
+                let report = explainer.explain_input(input, &options)?;
+                self.remember(key, view(report, args.hide_special))
             }
             (None, Loaded::Causal(explainer)) => {
                 let causal = CausalOptions {
@@ -315,6 +341,34 @@ impl State {
             Some(format) => format.renderer().render(shown, &mut bytes)?,
         }
         Ok((bytes, content_type(format)))
+    }
+
+    /// An image model's request's picture (`"image"`: the file's bytes in base64), checked
+    /// against the model: an image model takes an image and no text, another model no image.
+    fn image_of(&self, body: &Value) -> anyhow::Result<Option<Decoded>> {
+        let (image, text) = (body.get("image"), body.get("text"));
+        match (self.reads_images(), image, text) {
+            (true, Some(Value::String(base64)), None) => {
+                let bytes = base64_decode(base64).map_err(|e| {
+                    Error::Request(format!("\"image\" is not a file's bytes in base64: {e}"))
+                })?;
+                Ok(Some(decode_keyed(&bytes)?))
+            }
+            (true, Some(_), None) => Err(Error::Request(
+                "\"image\" is not a string: give the file's bytes in base64".into(),
+            )
+            .into()),
+            (true, _, _) => Err(Error::Request(
+                "this model reads images: give \"image\" (the file's bytes in base64) and no \"text\""
+                    .into(),
+            )
+            .into()),
+            (false, Some(_), _) => Err(Error::Request(
+                "this model reads text: give \"text\", not \"image\"".into(),
+            )
+            .into()),
+            (false, None, _) => Ok(None),
+        }
     }
 
     /// The report remembered under `key`, if it is among the last few explained.
@@ -414,7 +468,12 @@ impl State {
                 }
             }
         }
-        let text = text.ok_or_else(|| Error::Request("\"text\" is missing".into()))?;
+        // An image's request has no text: its picture is read apart ([`State::image_of`]).
+        let text = match (text, self.reads_images()) {
+            (Some(text), _) => text,
+            (None, true) => "image",
+            (None, false) => return Err(Error::Request("\"text\" is missing".into()).into()),
+        };
         // After "--", a text starting with "-" is still the text.
         argv.extend(["--".to_string(), text.to_string()]);
         let matches = Args::command()
@@ -538,15 +597,15 @@ fn parameter<'a>(query: &'a str, name: &str, path: &str) -> Result<Option<&'a st
 }
 
 /// The request's body as JSON, at most [`BODY_LIMIT`] bytes.
-fn read_body(request: &mut Request) -> Result<Value, (u16, String)> {
+fn read_body(request: &mut Request, limit: u64) -> Result<Value, (u16, String)> {
     let mut bytes = Vec::new();
     let reader = request.as_reader();
     reader
-        .take(BODY_LIMIT + 1)
+        .take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| (400, format!("cannot read the request: {e}")))?;
-    if bytes.len() as u64 > BODY_LIMIT {
-        return Err((413, format!("the request is over {BODY_LIMIT} bytes")));
+    if bytes.len() as u64 > limit {
+        return Err((413, format!("the request is over {limit} bytes")));
     }
     serde_json::from_slice(&bytes).map_err(|e| (400, format!("the body is not JSON: {e}")))
 }

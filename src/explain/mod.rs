@@ -690,7 +690,7 @@ fn refuse_for_images(options: &ExplainOptions) -> Result<()> {
         ("--evaluate and --lrp", options.evaluate.is_some()),
     ];
     match text_only.iter().find(|(_, asked)| *asked) {
-        Some((what, _)) => Err(Error::Attention(format!(
+        Some((what, _)) => Err(Error::InputKind(format!(
             "{what} is for a text, and this model reads images; leave it out"
         ))),
         None => Ok(()),

@@ -88,7 +88,7 @@ impl Reader {
     pub(super) fn text(&self) -> Result<&TextTokenizer> {
         match self {
             Reader::Text(tokenizer) => Ok(tokenizer),
-            Reader::Image { .. } => Err(Error::Attention(
+            Reader::Image { .. } => Err(Error::InputKind(
                 "an image model has no vocabulary: words, pairs and blank tokens are a text's"
                     .into(),
             )),
@@ -111,7 +111,7 @@ impl Reader {
     /// An image as tokens (special: every one before the patches) and what the model reads.
     pub(super) fn image(&self, input: Input) -> Result<(Encoding, Feed)> {
         let Reader::Image { processor, patches } = self else {
-            return Err(Error::Attention(
+            return Err(Error::InputKind(
                 "this checkpoint reads text: give it a text, not an image".into(),
             ));
         };
@@ -129,7 +129,7 @@ impl Reader {
             Input::Pixels(pixels) => {
                 let expected = patches.channels * pixels.height * pixels.width;
                 if pixels.values.len() != expected {
-                    return Err(Error::Attention(format!(
+                    return Err(Error::InputKind(format!(
                         "{} pixel values for {} channels of {} × {}: give channels × height × width values",
                         pixels.values.len(),
                         patches.channels,
@@ -140,7 +140,7 @@ impl Reader {
                 (pixels.clone(), pixels.width, pixels.height, None)
             }
             Input::Text(_) => {
-                return Err(Error::Attention(
+                return Err(Error::InputKind(
                     "this checkpoint reads images: give it an image file, not a text".into(),
                 ))
             }

@@ -282,7 +282,7 @@ impl VisionBody {
             return Ok(self.positions.clone());
         }
         if self.resize == Resize::Refuse {
-            return Err(Error::Attention(format!(
+            return Err(Error::InputKind(format!(
                 "the image reaches the model as {} × {} pixels, and this checkpoint's positions \
                  are for {} × {}: its preprocessor_config.json should resize and crop to that",
                 pixels[0], pixels[1], self.image[0], self.image[1]
@@ -323,10 +323,10 @@ impl Body for VisionBody {
     /// added, registers put after the class token.
     fn embed(&self, pixels: &Tensor, _types: Option<&Tensor>) -> Result<Tensor> {
         let (b, c, height, width) = pixels.dims4().map_err(|_| {
-            Error::Attention("an image model reads pixel values [b, channels, H, W]".into())
+            Error::InputKind("an image model reads pixel values [b, channels, H, W]".into())
         })?;
         if c != self.channels {
-            return Err(Error::Attention(format!(
+            return Err(Error::InputKind(format!(
                 "the image has {c} channels and the model reads {}",
                 self.channels
             )));
@@ -334,7 +334,7 @@ impl Body for VisionBody {
         let p = self.patch;
         let (rows, cols) = (height / p, width / p);
         if rows == 0 || cols == 0 {
-            return Err(Error::Attention(format!(
+            return Err(Error::InputKind(format!(
                 "the image reaches the model as {height} × {width} pixels, smaller than one {p} × {p} patch"
             )));
         }
