@@ -42,7 +42,8 @@ impl Filter {
         })
     }
 
-    /// The filter's half-width at scale 1.
+    /// The filter's half-width at scale 1. (Nearest never convolves: [`resize`] scales it
+    /// apart, as Pillow does; it is given bilinear's numbers only to be total.)
     fn support(self) -> f64 {
         match self {
             Filter::Box => 0.5,
