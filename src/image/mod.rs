@@ -29,6 +29,7 @@
 //!   those pixels white. [`decode`] and [`read_picture`] drop the key; [`read_keyed`] keeps it
 //!   and [`ImageProcessor::prepare`] paints as transformers does.
 
+mod config;
 mod decode;
 mod pillow;
 mod processor;
