@@ -218,7 +218,7 @@ struct Processed {
 }
 
 /// PNG of every mode and depth (1 to 16 bits, grey, palette, alpha, colour keys), GIF (a
-/// frame smaller than its screen, transparency, animation), lossless WebP and the eight EXIF
+/// frame smaller than its screen, transparency, animation), WebP (lossless, lossy) and the EXIF
 /// orientations: exactly Pillow's `load_image` pixels and kept transparent colour (JPEGs
 /// within a bound); and through ViT's and DINOv2's processors (which paints the transparent
 /// colour white), exactly transformers' view and pixel_values.

@@ -10,7 +10,7 @@
 //!
 //! What is exact and what is not:
 //!
-//! - PNG (and the other lossless inputs): the decoded picture is Pillow's `convert("RGB")`, the
+//! - PNG (and GIF, WebP): the decoded picture is Pillow's `convert("RGB")`, the
 //!   resized and cropped view is bit for bit Pillow's (`resample` reimplements Pillow's
 //!   `ImagingResample` and its nearest-neighbour scaling), and `pixel_values` are transformers'
 //!   exactly: rescale and normalise follow numpy's float64-then-float32 steps operation for
@@ -23,7 +23,9 @@
 //!   4:4:4: max 3, mean 0.012, 1.1%); the 224 × 224 views of ViT, DeiT and DINOv2 by at most 2
 //!   levels (mean at most 0.088); `pixel_values` by at most 0.0349, two levels over ImageNet's
 //!   std (mean at most 0.0015).
-//! - Lossy WebP (libwebp against `image-webp`) and CMYK JPEG are not measured.
+//! - Lossy WebP: `image-webp` gave libwebp's pixels exactly on the photographs tried (three,
+//!   encoded by Pillow at quality 80; a corner of one is in the tests). CMYK JPEG is not
+//!   measured.
 //! - A palette, grey or RGB PNG or a GIF with a transparent colour key: Pillow keeps the key
 //!   after `convert("RGB")`, and a processor with `do_convert_rgb` (BiT, DINOv2) then paints
 //!   those pixels white. [`decode`] and [`read_picture`] drop the key; [`read_keyed`] keeps it
