@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::processor::ImageProcessor;
 use super::resample::Filter;
 use super::size::Size;
+use super::{MAX_PIXELS, MAX_SIDE};
 
 const IMAGENET_STANDARD: [f64; 3] = [0.5, 0.5, 0.5];
 const OPENAI_CLIP_MEAN: [f64; 3] = [0.48145466, 0.4578275, 0.40821073];
@@ -144,6 +145,11 @@ impl ImageProcessor {
                 .or(defaults.crop_size.as_ref())
                 .ok_or("do_center_crop is true but there is no crop_size")?;
             match parse_size(size, true, "crop_size")? {
+                Size::Exact { height, width } if height as u64 * width as u64 > MAX_PIXELS => {
+                    return Err(format!(
+                        "crop_size is {height}×{width}, more pixels than bert-explain takes ({MAX_PIXELS})"
+                    ))
+                }
                 Size::Exact { height, width } => Some((height, width)),
                 _ => return Err("crop_size must have height and width".into()),
             }
@@ -207,9 +213,11 @@ fn kind(config: &Map<String, Value>, model_type: impl FnOnce() -> Option<String>
 fn parse_size(value: &Value, default_to_square: bool, name: &str) -> Result<Size, String> {
     let positive = |v: &Value| -> Result<u32, String> {
         v.as_u64()
-            .filter(|&n| n > 0 && n <= u32::MAX as u64)
+            .filter(|&n| n > 0 && n <= MAX_SIDE as u64)
             .map(|n| n as u32)
-            .ok_or_else(|| format!("{name} has {v}, not a positive whole number of pixels"))
+            .ok_or_else(|| {
+                format!("{name} has {v}, not a whole number of pixels from 1 to {MAX_SIDE}")
+            })
     };
     match value {
         Value::Number(_) => {
@@ -326,7 +334,9 @@ mod tests {
         };
         assert!(err(vit(json!({"resample": 7}))).contains("resample is 7"));
         assert!(err(vit(json!({"size": {"longest_edge": 9}}))).contains("longest_edge"));
-        assert!(err(vit(json!({"size": 0}))).contains("positive"));
+        assert!(err(vit(json!({"size": 0}))).contains("from 1 to"));
+        let huge = json!({"do_center_crop": true, "crop_size": 30000});
+        assert!(err(vit(huge)).contains("more pixels"));
         assert!(err(vit(json!({"image_mean": [1, 2]}))).contains("image_mean"));
         assert!(err(vit(json!({"do_pad": true}))).contains("padding"));
         assert!(err(vit(json!({"do_resize": "yes"}))).contains("do_resize"));
