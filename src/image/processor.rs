@@ -92,7 +92,8 @@ impl ImageProcessor {
     }
 
     /// pixel_values of a picture already [`view`](Self::view)ed: rescaled and normalised
-    /// only, `[3, height, width]` f32.
+    /// only, `[3, height, width]` f32. (With neither step, transformers' pixel_values are
+    /// uint8; these are the same numbers.)
     pub fn pixels(&self, view: &Picture) -> Pixels {
         let (height, width) = (view.height as usize, view.width as usize);
         let mut values = Vec::with_capacity(3 * height * width);
