@@ -246,12 +246,13 @@ pub enum Error {
     #[error("{path}: {source}")]
     InImage { path: PathBuf, source: Box<Error> },
 
-    #[error("cannot resize the {width}×{height} image to {to_width}×{to_height}: a side of no pixels; the image is too narrow for this processor's size")]
+    #[error("this processor would resize the {width}×{height} image to {to_width}×{to_height}, which {problem}; crop the image to a less extreme shape first")]
     ImageResize {
         width: u32,
         height: u32,
         to_width: u32,
         to_height: u32,
+        problem: &'static str,
     },
 
     #[error("cannot read {path} as an image processor config: {message}; check that it is the checkpoint's preprocessor_config.json")]

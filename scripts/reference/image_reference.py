@@ -160,7 +160,7 @@ def gradient(width=7, height=5):
     return np.stack([x * 36 + 3, y * 60 + 5, (x * 7 + y * 29) % 256], -1).astype(np.uint8)
 
 
-def make_decode_cases():
+def make_decode_cases(photos_dir):
     folder = os.path.join(OUT, "decode")
     os.makedirs(folder, exist_ok=True)
     files = {}
@@ -207,6 +207,10 @@ def make_decode_cases():
     out = io.BytesIO()
     Image.fromarray(g).save(out, "WEBP", lossless=True)
     files["lossless.webp"] = out.getvalue()
+    # Lossy WebP (libwebp under Pillow, image-webp here), from a corner of a photograph.
+    out = io.BytesIO()
+    load_image(os.path.join(photos_dir, "chelsea.png")).crop((200, 80, 264, 128)).save(out, "WEBP", quality=80)
+    files["lossy.webp"] = out.getvalue()
     # Transparency that Pillow keeps as a colour after convert("RGB") (and that a processor
     # with do_convert_rgb paints white), or drops.
     key = tuple(int(v) for v in g[2, 3])
@@ -253,7 +257,7 @@ def make_decode_cases():
         expected.append(case)
     with open(os.path.join(folder, "decode.json"), "w") as f:
         json.dump({"written_by": "scripts/reference/image_reference.py", "pillow": PIL.__version__,
-                   "cases": expected}, f)
+                   "cases": expected}, f, separators=(",", ":"))
         f.write("\n")
 
 
@@ -310,7 +314,7 @@ def main():
         measure(args.measure, args.photos)
         return
     make_cases(args.photos)
-    make_decode_cases()
+    make_decode_cases(args.photos)
 
 
 if __name__ == "__main__":

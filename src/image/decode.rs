@@ -20,7 +20,7 @@ use std::path::Path;
 use ::image::metadata::Orientation;
 use ::image::{DynamicImage, ImageDecoder, ImageError, ImageFormat, ImageReader, Limits};
 
-use super::pillow::{gif_first_frame, transparent_colour};
+use super::pillow::{gif_first_frame, jpeg_is_complete, transparent_colour};
 use super::{Decoded, Picture};
 use crate::error::{Error, Result};
 use crate::input::read_capped;
@@ -59,13 +59,18 @@ pub fn decode_keyed(bytes: &[u8]) -> Result<Decoded> {
                 .collect::<Vec<_>>()
                 .join(" "),
         })?;
-    let name = format.extensions_str()[0].to_uppercase();
+    let name = match format {
+        ImageFormat::Png => "PNG",
+        ImageFormat::Jpeg => "JPEG",
+        ImageFormat::WebP => "WebP",
+        _ => "GIF",
+    };
     let failed = |e: ImageError| match e {
         ImageError::Limits(_) => Error::ImageTooLarge {
             size: "larger than the decoder may allocate".into(),
         },
         e => Error::ImageDecode {
-            format: name.clone(),
+            format: name.into(),
             message: e.to_string(),
         },
     };
@@ -77,7 +82,13 @@ pub fn decode_keyed(bytes: &[u8]) -> Result<Decoded> {
     reader.limits(limits);
     let mut decoder = reader.into_decoder().map_err(&failed)?;
     let (width, height) = decoder.dimensions();
-    check_size(width, height)?;
+    check_size(name, width, height)?;
+    if format == ImageFormat::Jpeg && !jpeg_is_complete(bytes) {
+        return Err(Error::ImageDecode {
+            format: name.into(),
+            message: "the file ends before the image does".into(),
+        });
+    }
     // An unreadable EXIF block leaves the picture as stored, as Pillow does.
     let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
     let mut image = DynamicImage::from_decoder(decoder).map_err(&failed)?;
@@ -86,7 +97,7 @@ pub fn decode_keyed(bytes: &[u8]) -> Result<Decoded> {
     }
     image.apply_orientation(orientation);
     Ok(Decoded {
-        picture: to_rgb(image)?,
+        picture: to_rgb(name, image)?,
         transparent: transparent_colour(bytes),
     })
 }
@@ -126,10 +137,10 @@ fn fill_gif_screen(bytes: &[u8], image: &mut DynamicImage) {
     }
 }
 
-fn check_size(width: u32, height: u32) -> Result<()> {
+fn check_size(name: &str, width: u32, height: u32) -> Result<()> {
     if width == 0 || height == 0 {
         return Err(Error::ImageDecode {
-            format: "image".into(),
+            format: name.into(),
             message: format!("its header says {width}×{height} pixels, which holds none"),
         });
     }
@@ -142,21 +153,24 @@ fn check_size(width: u32, height: u32) -> Result<()> {
 }
 
 /// Pillow's `convert("RGB")` of what the `image` crate decoded (see the module doc).
-fn to_rgb(image: DynamicImage) -> Result<Picture> {
+fn to_rgb(name: &str, image: DynamicImage) -> Result<Picture> {
     let (width, height) = (image.width(), image.height());
     let rgb = match image {
         DynamicImage::ImageRgb8(buffer) => buffer.into_raw(),
         DynamicImage::ImageRgba8(buffer) => pick(buffer.as_raw(), 4, |p| [p[0], p[1], p[2]]),
         DynamicImage::ImageLuma8(buffer) => pick(buffer.as_raw(), 1, |p| [p[0]; 3]),
         DynamicImage::ImageLumaA8(buffer) => pick(buffer.as_raw(), 2, |p| [p[0]; 3]),
-        DynamicImage::ImageRgb16(buffer) => pick(buffer.as_raw(), 3, |p| high(p)),
-        DynamicImage::ImageRgba16(buffer) => pick(buffer.as_raw(), 4, |p| high(p)),
+        DynamicImage::ImageRgb16(buffer) => pick(buffer.as_raw(), 3, high),
+        DynamicImage::ImageRgba16(buffer) => pick(buffer.as_raw(), 4, high),
         DynamicImage::ImageLuma16(buffer) => pick(buffer.as_raw(), 1, |p| [p[0].min(255) as u8; 3]),
         DynamicImage::ImageLumaA16(buffer) => pick(buffer.as_raw(), 2, |p| [(p[0] >> 8) as u8; 3]),
         other => {
             return Err(Error::ImageDecode {
-                format: "image".into(),
-                message: format!("its pixels are {:?}, which is not read", other.color()),
+                format: name.into(),
+                message: format!(
+                    "its pixels are {:?}, which bert-explain does not read",
+                    other.color()
+                ),
             })
         }
     };

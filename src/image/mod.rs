@@ -10,23 +10,28 @@
 //!
 //! What is exact and what is not:
 //!
-//! - PNG (and the other lossless inputs): the decoded picture is Pillow's `convert("RGB")`, the
+//! - PNG (and GIF, WebP): the decoded picture is Pillow's `convert("RGB")`, the
 //!   resized and cropped view is bit for bit Pillow's (`resample` reimplements Pillow's
 //!   `ImagingResample` and its nearest-neighbour scaling), and `pixel_values` are transformers'
 //!   exactly: rescale and normalise follow numpy's float64-then-float32 steps operation for
 //!   operation.
 //! - JPEG: Pillow decodes with libjpeg-turbo, we with the `image` crate's decoder (zune-jpeg);
-//!   the two differ by a few 8-bit levels on some pixels, and resampling carries that through.
-//!   On the scikit-image photographs (tests/image_preprocessing.rs) the decoded pixels differ by
-//!   at most 4 levels (mean 0.15 to 0.25), the processed view by at most 3 levels, and
-//!   `pixel_values` by at most 0.05 (about 3/255 over ImageNet's std); the test holds each case
-//!   to its measured bound.
-//! - Lossy WebP (libwebp against `image-webp`) and CMYK JPEG are not measured.
+//!   they differ by a few 8-bit levels on a few pixels, and resampling carries that through.
+//!   Measured on the scikit-image photographs (`image_reference.py --measure`; the views and
+//!   `pixel_values` are held to these bounds by tests/image_preprocessing.rs): decoded pixels differ by at most 4 levels (rocket.jpg, 4:4:4: max 2, mean
+//!   0.008, 0.7% of values; retina.jpg, 4:2:0: max 4, mean 0.080, 5.8%; hubble_deep_field.jpg,
+//!   4:4:4: max 3, mean 0.012, 1.1%); the 224 × 224 views of ViT, DeiT and DINOv2 by at most 2
+//!   levels (mean at most 0.088); `pixel_values` by at most 0.0349, two levels over ImageNet's
+//!   std (mean at most 0.0015).
+//! - Lossy WebP: `image-webp` gave libwebp's pixels exactly on the photographs tried (three,
+//!   encoded by Pillow at quality 80; a corner of one is in the tests). CMYK JPEG is not
+//!   measured.
 //! - A palette, grey or RGB PNG or a GIF with a transparent colour key: Pillow keeps the key
 //!   after `convert("RGB")`, and a processor with `do_convert_rgb` (BiT, DINOv2) then paints
 //!   those pixels white. [`decode`] and [`read_picture`] drop the key; [`read_keyed`] keeps it
 //!   and [`ImageProcessor::prepare`] paints as transformers does.
 
+mod config;
 mod decode;
 mod pillow;
 mod processor;

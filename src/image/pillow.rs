@@ -1,7 +1,7 @@
-//! What Pillow keeps of a file that the `image` crate's decoders do not give: the colour a
-//! PNG's tRNS chunk or a GIF's transparency marks, and the colour Pillow paints a GIF's screen
-//! with outside its first frame. Read from the file's own headers, each read bounded by the
-//! bytes at hand.
+//! What Pillow sees in a file that the `image` crate's decoders do not tell: the colour a
+//! PNG's tRNS chunk or a GIF's transparency marks, the colour Pillow paints a GIF's screen
+//! with outside its first frame, and whether a JPEG runs to its end. Read from the file's own
+//! markers and headers, each read bounded by the bytes at hand.
 
 /// The colour Pillow keeps as `info["transparency"]` after `convert("RGB")`: an 8-bit grey or
 /// RGB PNG's tRNS colour key, the palette colour of a PNG's single fully transparent entry
@@ -12,6 +12,47 @@ pub fn transparent_colour(bytes: &[u8]) -> Option<[u8; 3]> {
     } else {
         gif_first_frame(bytes).and_then(|frame| frame.transparent)
     }
+}
+
+/// Whether a JPEG's segments run on to its end-of-image marker. libjpeg, under Pillow, refuses
+/// a file that ends before it ("image file is truncated"), where zune-jpeg fills the rest
+/// with grey. Bytes between segments are skipped, as libjpeg skips them (with a warning).
+pub fn jpeg_is_complete(bytes: &[u8]) -> bool {
+    let length = |at: usize| -> Option<usize> {
+        Some(u16::from_be_bytes(bytes.get(at..at + 2)?.try_into().ok()?) as usize)
+    };
+    let mut at = 2;
+    while at < bytes.len() {
+        if bytes[at] != 0xff {
+            at += 1;
+            continue;
+        }
+        let Some(&marker) = bytes.get(at + 1) else {
+            return false;
+        };
+        match marker {
+            0xd9 => return true,
+            // A fill byte, then markers without a length: TEM, RSTn.
+            0xff => at += 1,
+            0x00 | 0x01 | 0xd0..=0xd7 => at += 2,
+            _ => {
+                let Some(size) = length(at + 2) else {
+                    return false;
+                };
+                at += 2 + size;
+                if marker == 0xda {
+                    // Entropy-coded data: a 0xff in it is followed by 0 or a restart marker.
+                    let in_data = |at: usize| {
+                        bytes[at] != 0xff || matches!(bytes[at + 1], 0x00 | 0xd0..=0xd7)
+                    };
+                    while at + 1 < bytes.len() && in_data(at) {
+                        at += 1;
+                    }
+                }
+            }
+        }
+    }
+    false
 }
 
 /// A PNG's colour key, from IHDR, PLTE and tRNS (which come before the image data).
@@ -167,6 +208,23 @@ mod tests {
         assert_eq!(transparent_colour(&partial), None);
         assert_eq!(transparent_colour(&png(3, 8, &[plte])), None);
         assert_eq!(transparent_colour(b"\x89PNG\r\n\x1a\n\0\0"), None);
+    }
+
+    #[test]
+    fn a_jpeg_is_complete_at_its_end_marker() {
+        let sos = [0xff, 0xda, 0, 4, 1, 2];
+        let data = [0x12, 0xff, 0x00, 0x34, 0xff, 0xd0, 0x56, 0xff, 0xff];
+        let whole = [
+            &[0xff, 0xd8, 0xff, 0xe1, 0, 4, 0xff, 0xd9][..],
+            &sos,
+            &data,
+            &[0xd9, 7, 7],
+        ]
+        .concat();
+        assert!(jpeg_is_complete(&whole));
+        for cut in 0..whole.len() - 2 {
+            assert!(!jpeg_is_complete(&whole[..cut]), "{cut}");
+        }
     }
 
     #[test]

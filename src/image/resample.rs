@@ -10,7 +10,7 @@
 //! at one half and are shifted back and clipped to 0..=255. An axis whose size does not change
 //! is not touched, and a picture whose size does not change is returned as it is, as Pillow does.
 
-use super::Picture;
+use super::{Picture, MAX_PIXELS};
 use crate::error::{Error, Result};
 
 /// Pillow's resampling filters, by their `PIL.Image.Resampling` codes.
@@ -44,7 +44,8 @@ impl Filter {
         })
     }
 
-    /// The filter's half-width at scale 1.
+    /// The filter's half-width at scale 1. (Nearest never convolves: [`resize`] scales it
+    /// apart, as Pillow does; it is given bilinear's numbers only to be total.)
     fn support(self) -> f64 {
         match self {
             Filter::Box => 0.5,
@@ -230,12 +231,20 @@ fn resample_rows(rgb: &[u8], width: usize, weights: &Coefficients, offset: usize
 /// `picture` resized to `width` × `height` with `filter`, as Pillow's `Image.resize(size,
 /// filter)` does for an RGB image (no box, no reducing gap).
 pub fn resize(picture: &Picture, width: u32, height: u32, filter: Filter) -> Result<Picture> {
-    if width == 0 || height == 0 {
+    let problem = if width == 0 || height == 0 {
+        Some("has no pixels")
+    } else if width as u64 * height as u64 > MAX_PIXELS {
+        Some("is more pixels than bert-explain takes")
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
         return Err(Error::ImageResize {
             width: picture.width,
             height: picture.height,
             to_width: width,
             to_height: height,
+            problem,
         });
     }
     if (width, height) == (picture.width, picture.height) {
@@ -372,10 +381,17 @@ mod tests {
     }
 
     #[test]
-    fn same_size_is_a_copy_and_zero_is_refused() {
+    fn same_size_is_a_copy_and_empty_or_huge_is_refused() {
         let p = picture(4, 3, |x, y| [x as u8, y as u8, 9]);
         assert_eq!(resize(&p, 4, 3, Filter::Bicubic).unwrap(), p);
-        assert!(resize(&p, 0, 3, Filter::Bilinear).is_err());
+        let err = resize(&p, 0, 3, Filter::Bilinear).unwrap_err();
+        assert!(
+            err.to_string().contains("to 0×3, which has no pixels"),
+            "{err}"
+        );
+        // A sliver resized by its short side would be enormous: refused before allocating.
+        let err = resize(&p, 224, 7_340_032, Filter::Nearest).unwrap_err();
+        assert!(err.to_string().contains("more pixels"), "{err}");
     }
 
     #[test]
