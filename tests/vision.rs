@@ -316,45 +316,58 @@ fn discarding_agrees_with_the_vit_explain_reference() {
     assert_eq!(checked, 5 * 9);
 }
 
-/// Chefer et al.'s ViT method, `--mixing grad-attention`, against the reference's maps from
-/// torch's gradients (scripts/reference/vit_explain_reference.py: M_l = mean_h max(0,
-/// ∂s/∂A ⊙ A) for the top class's logit, R_l = R_{l−1} + M_l·R_{l−1}), within 1e-5 as for the
-/// text families; every other method runs on every image family.
+/// SPEC §8's methods on every image family against scripts/reference/
+/// vision_methods_reference.py (hooks on transformers' forward pass, the methods in float64,
+/// DINOv2's layer scales in each head's values): every map of every method within 1e-5, as
+/// for the text families' tiny checkpoints. Chefer's ViT method (`grad-attention`) where
+/// there is a head.
 #[test]
-fn chefers_gradient_method_agrees_with_the_reference() {
+fn every_method_agrees_with_the_reference_on_images() {
     use bert_explain::methods::Mixing;
-    let dir = fixtures().join("vit-explain");
-    for file in [
-        "vit-cls-shapes",
-        "deit-teacher-shapes",
-        "dinov2-cls-shapes",
-        "dinov2-registers-cls-shapes",
-    ] {
-        let text = std::fs::read_to_string(dir.join(format!("{file}.json"))).unwrap();
-        let fixture: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let model = fixture["model"].as_str().unwrap();
-        let explainer = explainer(model.trim_start_matches("models/"));
+    let dir = repo().join("tests/fixtures/methods/vision");
+    let text = std::fs::read_to_string(dir.join("cases.json")).unwrap();
+    let cases: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(cases.len(), 7);
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
+        let want: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let explainer = explainer(case["model"].as_str().unwrap());
+        let (mixing, _) = explainer.applicable(&Mixing::parse_list("all").unwrap());
         let options = ExplainOptions {
-            mixing: Some(Mixing::parse_list("all").unwrap()),
+            target: case["target"].as_u64().map(|t| t as usize),
+            mixing: Some(mixing),
             ..ExplainOptions::default()
         };
+        let pixels = case["pixels"].as_str().unwrap();
+        let stem = pixels.trim_start_matches("tests/fixtures/vision/");
         let report = explainer
-            .explain_input(Input::Pixels(&pixels(file)), &options)
-            .unwrap_or_else(|e| panic!("{file}: {e}"));
+            .explain_input(
+                Input::Pixels(&self::pixels(stem.trim_end_matches(".pixels.npy"))),
+                &options,
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let methods = report.methods.as_ref().unwrap();
-        assert_eq!(methods.len(), Mixing::all().count(), "{file}: every method");
-        let got = &methods["grad-attention"];
-        let want = &fixture["gradient"]["chefer"];
-        for (what, got) in [("layer", &got.layer), ("rollout", &got.rollout)] {
-            let want: Vec<Vec<f64>> = serde_json::from_value(want[what].clone()).unwrap();
-            assert_eq!(got.len(), want.len(), "{file}: {what} layers");
-            for (l, (g, w)) in got.iter().zip(&want).enumerate() {
-                for (j, (a, b)) in g.iter().zip(w).enumerate() {
-                    assert!(
-                        (a - b).abs() <= TOLERANCE,
-                        "{file}: grad-attention {what} layer {} token {j}: {a} vs {b}",
-                        l + 1
-                    );
+        let wanted = want["methods"].as_object().unwrap();
+        assert_eq!(methods.len(), wanted.len(), "{name}: methods");
+        for (method, maps) in wanted {
+            let got = &methods[method];
+            let flow = got.flow.as_ref().unwrap();
+            for (what, got) in [
+                ("layer", &got.layer),
+                ("rollout", &got.rollout),
+                ("flow", flow),
+            ] {
+                let want: Vec<Vec<f64>> = serde_json::from_value(maps[what].clone()).unwrap();
+                assert_eq!(got.len(), want.len(), "{name}: {method} {what} layers");
+                for (l, (g, w)) in got.iter().zip(&want).enumerate() {
+                    for (j, (a, b)) in g.iter().zip(w).enumerate() {
+                        assert!(
+                            (a - b).abs() <= TOLERANCE,
+                            "{name}: {method} {what} layer {} token {j}: {a} vs {b}",
+                            l + 1
+                        );
+                    }
                 }
             }
         }
