@@ -62,6 +62,28 @@ fn too_large(size: u64, limit: u64) -> io::Error {
     )
 }
 
+/// Standard base64 with padding (RFC 4648 §4).
+pub fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for k in 0..4 {
+            out.push(match k <= chunk.len() {
+                true => BASE64[(n >> (18 - 6 * k) & 63) as usize] as char,
+                false => '=',
+            });
+        }
+    }
+    out
+}
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
 /// The bytes that standard base64 (RFC 4648 §4, padded or not; ASCII whitespace ignored)
 /// `text` spells, or what is wrong with it. A `data:…;base64,` prefix (what a browser's
 /// `readAsDataURL` gives) is skipped.
@@ -73,16 +95,7 @@ pub fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
             .ok_or("a data: URI that is not base64")?,
         None => text,
     };
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
+    let value = |c: u8| BASE64.iter().position(|&d| d == c).map(|v| v as u32);
     let digits: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
     let body = digits
         .strip_suffix(b"==")
@@ -229,6 +242,13 @@ mod tests {
         for bad in ["Zm9vY", "Zm9*", "data:image/png,abc"] {
             assert!(base64_decode(bad).is_err(), "{bad}");
         }
+        for bytes in [&b""[..], b"f", b"fo", b"foo", b"foob", b"\xff\x00\xfe\x01"] {
+            let text = base64_encode(bytes);
+            assert_eq!(text.len() % 4, 0);
+            assert_eq!(base64_decode(&text).unwrap(), bytes, "{text}");
+        }
+        assert_eq!(base64_encode(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64_encode(b"fo"), "Zm8=");
     }
 
     #[test]

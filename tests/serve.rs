@@ -657,3 +657,45 @@ fn the_explorer_in_a_browser_picks_labels_and_shows_a_causal_models_heads() {
     ];
     common::run_browser_check("check-explorer-tasks.mjs", &args);
 }
+
+/// An image model in the explorer (tests/browser/check-explorer-image.mjs): a file chosen
+/// and sent as base64 comes back as the report's page in a frame, with the command line's
+/// numbers; the API takes `"image"`, refuses a text, and says what the model reads.
+#[test]
+fn the_explorer_explains_an_uploaded_image() {
+    let vit = model("tiny-vit-cls");
+    let image = common::repo().join("tests/fixtures/vision/images/tall.png");
+    let served = Served::start(&vit, &[]);
+    let (_, info) = served.call("GET", "/api/info", b"");
+    let info: Value = serde_json::from_slice(&info).unwrap();
+    assert_eq!(info["reads"], "image");
+    let base64 = bert_explain::input::base64_encode(&std::fs::read(&image).unwrap());
+    let (status, report) = served.post("/api/explain", &json!({"image": base64}));
+    assert_eq!(status, 200, "{report}");
+    let want = cli(&vit, &[image.to_str().unwrap()]);
+    assert_eq!(report["relevance"], want["relevance"]);
+    assert_eq!(report["image"], want["image"]);
+    let (status, error) = served.post("/api/explain", &json!({"text": "a text"}));
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["error"].as_str().unwrap().contains("reads images"),
+        "{error}"
+    );
+    let (status, error) = served.post("/api/explain", &json!({"image": "not base64!"}));
+    assert_eq!(status, 400, "{error}");
+    if !common::browser_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let expected = dir.path().join("expected.json");
+    std::fs::write(&expected, want.to_string()).unwrap();
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer-image.png");
+    let url = format!("http://{}/", served.address);
+    let args = [
+        url.as_ref(),
+        image.as_os_str(),
+        expected.as_os_str(),
+        screenshot.as_os_str(),
+    ];
+    common::run_browser_check("check-explorer-image.mjs", &args);
+}

@@ -57,6 +57,8 @@ use super::{explain_options, mixing_for, view};
 /// The page, with its script and styles inline.
 const PAGE: &str = include_str!("serve/page.html");
 const SCRIPT: &str = include_str!("serve/page.js");
+/// An image model's part of the page's script.
+const IMAGE_SCRIPT: &str = include_str!("serve/image.js");
 const STYLE: &str = include_str!("serve/page.css");
 /// The largest request body read.
 const BODY_LIMIT: u64 = 1 << 20;
@@ -545,7 +547,7 @@ fn clap_message(err: &clap::Error) -> String {
 /// The page with its script and styles.
 fn page() -> String {
     PAGE.replace("/*STYLE*/", STYLE)
-        .replace("/*SCRIPT*/", SCRIPT)
+        .replace("/*SCRIPT*/", &[SCRIPT, IMAGE_SCRIPT].concat())
 }
 
 fn header(kind: &str) -> Header {

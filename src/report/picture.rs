@@ -6,10 +6,14 @@ use std::io;
 use resvg::tiny_skia;
 
 use crate::image::Picture;
+use crate::input::base64_encode;
 
 /// `picture` as `data:image/png;base64,...`.
 pub fn data_uri(picture: &Picture) -> io::Result<String> {
-    Ok(format!("data:image/png;base64,{}", base64(&png(picture)?)))
+    Ok(format!(
+        "data:image/png;base64,{}",
+        base64_encode(&png(picture)?)
+    ))
 }
 
 /// `picture` encoded as a PNG.
@@ -27,40 +31,9 @@ pub fn png(picture: &Picture) -> io::Result<Vec<u8>> {
     pixmap.encode_png().map_err(io::Error::other)
 }
 
-/// Standard base64 with padding (RFC 4648 §4).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for k in 0..4 {
-            if k <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * k) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_pads_as_rfc_4648_says() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-    }
 
     #[test]
     fn a_picture_becomes_a_png_uri() {

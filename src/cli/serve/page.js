@@ -426,15 +426,16 @@ async function download(format) {
 async function start() {
   state.info = await api("/api/info").then((r) => r.json());
   $("model").textContent = `${state.info.model} · ${state.info.family} · ${state.info.task}`;
-  $("causal-options").hidden = !causal();
-  $("encoder-options").hidden = state.info.predicts !== "words";
-  $("text-a").value = causal() ? "The author talked to Sara about" :
-    state.info.predicts === "words" ? "The author talked to Sara about [MASK] book." : "The keys to the cabinet are here.";
   $("mixings").append(...state.info.mixings.filter((m) => m !== "attention").map((m) => {
     const label = el("label", {}, undefined);
     label.append(el("input", { type: "checkbox", value: m }), ` ${m} `);
     return label;
   }));
+  if (state.info.reads === "image") return startImage();
+  $("causal-options").hidden = !causal();
+  $("encoder-options").hidden = state.info.predicts !== "words";
+  $("text-a").value = causal() ? "The author talked to Sara about" :
+    state.info.predicts === "words" ? "The author talked to Sara about [MASK] book." : "The keys to the cabinet are here.";
   $("compare").addEventListener("change", () => { $("text-b").hidden = !$("compare").checked; });
   const fresh = () => { state.targets = [null, null]; state.labels = [null, null]; explainAll(); };
   $("explain").addEventListener("click", fresh);

@@ -1,10 +1,12 @@
 // bert-explain HTML report, an image's part (SPEC §10): the picture the model saw with the
 // chosen map over its patches, the tokens before the patches ([CLS], [DIST], registers)
 // listed apart, and a row of overlays, one per layer, that picks the layer. Each overlay is
-// on its own scale (its largest patch), as the figure's panels are.
+// on its own scale (its largest patch), as the figure's panels are: a patch is veiled by how
+// little it matters, so the picture shows where the map is high (without the picture, the
+// patches take the ramp's colours).
 "use strict";
 
-const TINT = 0.75;
+const VEIL = 0.8;
 
 // The shown tokens as the grid's cells (-1 where a patch is not shown) and the others.
 function patchIndex() {
@@ -42,8 +44,7 @@ function paintOverlay(box, row, label) {
   const max = Math.max(...values, 1e-12);
   box.querySelectorAll(".patch").forEach((cell, k) => {
     const t = values[k] / max;
-    const [r, g, b] = colour(t);
-    cell.style.background = `rgba(${r}, ${g}, ${b}, ${data.picture ? TINT * t : 1})`;
+    cell.style.background = data.picture ? `rgba(0, 0, 0, ${(VEIL * (1 - t)).toFixed(3)})` : css(colour(t));
     cell.title = `${label}, r${Math.floor(k / cols)} c${k % cols}: ${fixed(values[k])}`;
   });
   return max;
@@ -82,7 +83,7 @@ function paintImage(row) {
   const patches = row.reduce((sum, v, j) => (leading.includes(j) ? sum : sum + v), 0);
   document.getElementById("leading").textContent =
     `${apart.join(" · ")}${apart.length ? " · " : ""}patches ${fixed(patches)} in all, ` +
-    `the largest ${fixed(max)} (the picture's tint is relative to it)`;
+    `the largest ${fixed(max)} (the clearer a patch, the nearer it is to the largest)`;
   const maps = rows(state.method);
   document.querySelectorAll("#layers .overlay").forEach((small) => {
     const l = Number(small.dataset.layer);

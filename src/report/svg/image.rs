@@ -1,7 +1,9 @@
 //! The paper's figure for an image (SPEC §10): one row per map (raw attention, rollout,
 //! flow, and each `--mixing` method's rollout and flow), the picture the model saw first,
-//! then one overlay per layer, each patch tinted by its relevance on the panel's own scale
-//! (its largest patch), as vit-explain scales its masks. The tokens before the patches
+//! then one overlay per layer on the panel's own scale (its largest patch, as vit-explain
+//! scales its masks): each patch veiled by how little it matters, so that the picture shows
+//! where the map is high (without the picture, the patches in the figures' colour ramp). The
+//! tokens before the patches
 //! ([CLS], [DIST], registers) are never drawn into the grid: each panel says what share of
 //! the map they hold.
 
@@ -13,8 +15,8 @@ use crate::report::patches::{patch_map, PatchMap};
 use crate::report::picture::data_uri;
 use crate::report::{probability, Prediction, View};
 
-/// How far a patch's tint covers the picture at the panel's largest value.
-const TINT: f64 = 0.75;
+/// How dark the veil over a patch of no relevance is.
+const VEIL: f64 = 0.8;
 const TOP: i64 = 100;
 const LABEL_W: i64 = 150;
 const GAP: i64 = 8;
@@ -122,7 +124,10 @@ fn overlay(svg: &mut String, map: &PatchMap, (x, y): (i64, i64), (w, h): (i64, i
     for (r, row) in map.grid.iter().enumerate() {
         for (c, &v) in row.iter().enumerate() {
             let t = if max > 0.0 { v / max } else { 0.0 };
-            let opacity = if over { TINT * t } else { 1.0 };
+            let (fill, opacity) = match over {
+                true => ("#000".to_string(), VEIL * (1.0 - t)),
+                false => (hex(ramp(t)), 1.0),
+            };
             let _ = writeln!(
                 svg,
                 "<rect x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{}\" \
@@ -131,7 +136,7 @@ fn overlay(svg: &mut String, map: &PatchMap, (x, y): (i64, i64), (w, h): (i64, i
                 y as f64 + r as f64 * ch,
                 cw,
                 ch,
-                hex(ramp(t))
+                fill
             );
         }
     }
@@ -174,7 +179,9 @@ fn header(svg: &mut String, view: &View) {
             "{} × {} pixels as {} × {} patches · {} layers × {} heads",
             image.width, image.height, image.grid[0], image.grid[1], r.layers, r.heads
         ),
-        "each panel on its own scale (its largest patch); under it, the patches' share".to_string(),
+        "each panel on its own scale: the clearer a patch, the more it matters (its largest \
+         patch clear); under it, the patches' share"
+            .to_string(),
     ];
     for (k, note) in notes.iter().enumerate() {
         let _ = writeln!(
