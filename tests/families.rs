@@ -345,7 +345,8 @@ fn broken_checkpoints_are_named_in_every_family() {
             1,
             &[
                 "\"t5\"",
-                "bert, roberta, xlm-roberta, distilbert, albert, electra, modernbert, deberta-v2, gpt2",
+                "bert, roberta, xlm-roberta, distilbert, albert, electra, modernbert, deberta-v2, \
+                 vit, deit, dinov2, dinov2_with_registers, gpt2",
             ],
         );
     }

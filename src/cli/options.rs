@@ -232,7 +232,8 @@ mod tests {
         assert_eq!(
             message,
             "--label applies to classifiers (labels) and ELECTRA discriminators (original or \
-             replaced), but m is a masked-lm model; leave --label out"
+             replaced) and image classifiers (labels), but m is a masked-lm model; leave \
+             --label out"
         );
         assert!(refuse_for_task(given, task("sequence-classification"), "m").is_ok());
         assert!(refuse_for_task(|id| id == "top_k", task("encoder"), "m").is_err());

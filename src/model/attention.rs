@@ -122,6 +122,43 @@ pub(crate) fn line_by_line(
     })
 }
 
+/// `t`: `[b, n, heads · d]` → each head's part, `[b, heads, n, d]`, contiguous.
+pub(crate) fn split_heads(t: &Tensor, heads: usize) -> Result<Tensor> {
+    let (b, n, width) = t.dims3()?;
+    Ok(t.reshape((b, n, heads, width / heads))?
+        .transpose(1, 2)?
+        .contiguous()?)
+}
+
+/// Pre-norm self-attention's core: `softmax(q·kᵀ / √d + mask)` over `q`, `k`, `v`
+/// (`[b, heads, n, d]`), line by line where `lengths` says ([`line_by_line`]); `mask(n)`
+/// gives an `[n, n]` addition for a line of n tokens, or none. The context comes back
+/// with the heads side by side, `[b, n, heads · d]`.
+pub(crate) fn scaled_attention(
+    (q, k, v): (&Tensor, &Tensor, &Tensor),
+    mask: impl Fn(usize) -> Result<Option<Tensor>>,
+    keep: Keep,
+    lengths: Option<&[usize]>,
+) -> Result<Weighted> {
+    let (b, heads, n, d) = q.dims4()?;
+    let attend = |q: &Tensor, k: &Tensor, v: &Tensor| -> Result<Weighted> {
+        let scores = (rules::product(matmul(q, &k.t()?.contiguous()?)?)? / (d as f64).sqrt())?;
+        let scores = match mask(q.dim(2)?)? {
+            Some(mask) => scores.broadcast_add(&mask)?,
+            None => scores,
+        };
+        weigh(scores, v, keep)
+    };
+    let weighted = line_by_line(q, k, v, lengths, attend)?;
+    Ok(Weighted {
+        context: weighted
+            .context
+            .transpose(1, 2)?
+            .reshape((b, n, heads * d))?,
+        ..weighted
+    })
+}
+
 /// With `keep.probes`, adds a zero variable to `probs` so that backprop reaches them
 /// (candle keeps the gradients of variables only).
 pub fn probe(probs: Tensor, keep: Keep) -> Result<(Tensor, Option<Var>)> {

@@ -79,6 +79,24 @@ pub trait Body: Send + Sync {
     }
 }
 
+/// The layers one after another from `embedded` (`[b, n, hidden]`), each run by `forward`
+/// and its trace kept as `keep.heads` says → the last layer's output and the traces.
+pub(crate) fn run_layers<L>(
+    layers: &[L],
+    embedded: &Tensor,
+    keep: Keep,
+    forward: impl Fn(&L, &Tensor) -> Result<(Tensor, LayerTrace)>,
+) -> Result<(Tensor, Vec<LayerTrace>)> {
+    let mut hidden = embedded.clone();
+    let mut traces = Vec::with_capacity(layers.len());
+    for layer in layers {
+        let (next, trace) = forward(layer, &hidden)?;
+        hidden = next;
+        traces.push(trace.keeping(keep.heads)?);
+    }
+    Ok((hidden, traces))
+}
+
 /// BERT's body: embeddings, then post-LayerNorm layers, with the family's tensor names (or a
 /// family's own embeddings and attention logits, [`PostNormBody::new`]).
 pub struct PostNormBody {
@@ -117,14 +135,9 @@ impl Body for PostNormBody {
         keep: Keep,
         lengths: Option<&[usize]>,
     ) -> Result<(Tensor, Vec<LayerTrace>)> {
-        let mut hidden = embedded.clone();
-        let mut traces = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            let (next, trace) = layer.forward(&hidden, keep, None, lengths)?;
-            hidden = next;
-            traces.push(trace.keeping(keep.heads)?);
-        }
-        Ok((hidden, traces))
+        run_layers(&self.layers, embedded, keep, |layer, x| {
+            layer.forward(x, keep, None, lengths)
+        })
     }
 
     fn run_layer(&self, layer: usize, x: &Tensor, value_mask: Option<&Tensor>) -> Result<Tensor> {

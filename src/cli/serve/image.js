@@ -71,8 +71,5 @@ async function downloadImage(format) {
     $("error").textContent = e.message;
     return;
   }
-  const a = el("a", { href: URL.createObjectURL(blob), download: `bert-explain.${format}` });
-  document.body.append(a);
-  a.click();
-  a.remove();
+  save(blob, format);
 }

@@ -417,6 +417,11 @@ async function download(format) {
       return;
     }
   }
+  save(blob, format);
+}
+
+// Hands `blob` to the browser as the file bert-explain.`format`.
+function save(blob, format) {
   const a = el("a", { href: URL.createObjectURL(blob), download: `bert-explain.${format}` });
   document.body.append(a);
   a.click();

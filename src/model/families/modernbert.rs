@@ -14,9 +14,9 @@ use serde_json::Value;
 
 use crate::checkpoint::{WeightPath, Weights};
 use crate::error::{Error, Result};
-use crate::linalg::{matmul, Dense};
-use crate::model::attention::{line_by_line, load_linear_with, weigh, Weighted};
-use crate::model::body::Body;
+use crate::linalg::Dense;
+use crate::model::attention::{load_linear_with, scaled_attention, split_heads, Weighted};
+use crate::model::body::{run_layers, Body};
 use crate::model::causal::decoder_internals;
 use crate::model::config::{read_json, Activation};
 use crate::model::family::{
@@ -249,13 +249,9 @@ impl Body for ModernBert {
         lengths: Option<&[usize]>,
     ) -> Result<(Tensor, Vec<LayerTrace>)> {
         let tables = self.tables(embedded.dim(1)?)?;
-        let mut x = embedded.clone();
-        let mut traces = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            let (next, trace) = layer.forward(&x, &tables, keep, None, lengths)?;
-            x = next;
-            traces.push(trace.keeping(keep.heads)?);
-        }
+        let (x, traces) = run_layers(&self.layers, embedded, keep, |layer, x| {
+            layer.forward(x, &tables, keep, None, lengths)
+        })?;
         Ok((self.final_norm.forward(&x)?, traces))
     }
 
@@ -341,40 +337,24 @@ impl EncoderLayer {
         value_mask: Option<&Tensor>,
         lengths: Option<&[usize]>,
     ) -> Result<(Tensor, LayerTrace)> {
-        let (b, n, hidden) = x.dims3()?;
-        let d = hidden / self.heads;
         let normed = match &self.attn_norm {
             Some(norm) => norm.forward(x)?,
             None => x.clone(),
         };
-        let split = |t: Tensor| -> Result<Tensor> {
-            Ok(t.reshape((b, n, self.heads, d))?
-                .transpose(1, 2)?
-                .contiguous()?)
-        };
+        let split = |dense: &Dense| split_heads(&dense.forward(&normed)?, self.heads);
         let (cos, sin) = &tables[usize::from(self.window.is_some())];
-        let query = Rotary::apply(&split(self.query.forward(&normed)?)?, cos, sin)?;
-        let key = Rotary::apply(&split(self.key.forward(&normed)?)?, cos, sin)?;
-        let value = split(self.value.forward(&normed)?)?;
+        let query = Rotary::apply(&split(&self.query)?, cos, sin)?;
+        let key = Rotary::apply(&split(&self.key)?, cos, sin)?;
         let value = match value_mask {
-            Some(mask) => value.broadcast_mul(&mask.unsqueeze(1)?.unsqueeze(3)?)?,
-            None => value,
+            Some(mask) => split(&self.value)?.broadcast_mul(&mask.unsqueeze(1)?.unsqueeze(3)?)?,
+            None => split(&self.value)?,
         };
-        let attend = |query: &Tensor, key: &Tensor, value: &Tensor| -> Result<Weighted> {
-            let scores =
-                (rules::product(matmul(query, &key.t()?.contiguous()?)?)? / (d as f64).sqrt())?;
-            let scores = match local_mask(query.dim(2)?, self.window, x.device())? {
-                Some(mask) => scores.broadcast_add(&mask)?,
-                None => scores,
-            };
-            weigh(scores, value, keep)
-        };
+        let mask = |n: usize| local_mask(n, self.window, x.device());
         let Weighted {
             probs,
             probe,
             context,
-        } = line_by_line(&query, &key, &value, lengths, attend)?;
-        let context = context.transpose(1, 2)?.reshape((b, n, hidden))?;
+        } = scaled_attention((&query, &key, &value), mask, keep, lengths)?;
         let internals = decoder_internals(keep, x, &value, &self.output, None)?;
         let x = (x + self.output.forward(&context)?)?;
         let normed = self.mlp_norm.forward(&x)?;

@@ -16,10 +16,10 @@ use crate::error::Result;
 
 /// Every head, in the order they are tried: the first one a checkpoint wants is loaded.
 pub const HEADS: [HeadKind; 4] = [
-    image_classifier::KIND,
     classifier::KIND,
     discriminator::KIND,
     masked_lm::KIND,
+    image_classifier::KIND,
 ];
 
 pub use image_classifier::{ImageClassifierNames, Pool};

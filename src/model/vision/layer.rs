@@ -9,12 +9,12 @@ use candle_core::{Module, Tensor};
 use super::Settings;
 use crate::checkpoint::WeightPath;
 use crate::error::Result;
-use crate::linalg::{matmul, Dense};
-use crate::model::attention::{line_by_line, load_linear_with, weigh, Weighted};
+use crate::linalg::Dense;
+use crate::model::attention::{load_linear_with, scaled_attention, split_heads, Weighted};
 use crate::model::causal::decoder_internals;
 use crate::model::config::Activation;
 use crate::model::norm::LayerNorm;
-use crate::model::{activate, rules, Keep, LayerTrace};
+use crate::model::{activate, Keep, LayerTrace};
 
 /// A family's names inside `encoder.layer.<i>` (the attention's are every family's:
 /// `attention.attention.{query,key,value}`, `attention.output.dense`).
@@ -110,32 +110,18 @@ impl VisionLayer {
         value_mask: Option<&Tensor>,
         lengths: Option<&[usize]>,
     ) -> Result<(Tensor, LayerTrace)> {
-        let (b, n, hidden) = x.dims3()?;
-        let d = hidden / self.heads;
         let normed = self.norm1.forward(x)?;
-        let split = |t: Tensor| -> Result<Tensor> {
-            Ok(t.reshape((b, n, self.heads, d))?
-                .transpose(1, 2)?
-                .contiguous()?)
-        };
-        let query = split(self.query.forward(&normed)?)?;
-        let key = split(self.key.forward(&normed)?)?;
-        let value = split(self.value.forward(&normed)?)?;
+        let split = |dense: &Dense| split_heads(&dense.forward(&normed)?, self.heads);
+        let (query, key) = (split(&self.query)?, split(&self.key)?);
         let value = match value_mask {
-            Some(mask) => value.broadcast_mul(&mask.unsqueeze(1)?.unsqueeze(3)?)?,
-            None => value,
-        };
-        let attend = |query: &Tensor, key: &Tensor, value: &Tensor| -> Result<Weighted> {
-            let scores =
-                (rules::product(matmul(query, &key.t()?.contiguous()?)?)? / (d as f64).sqrt())?;
-            weigh(scores, value, keep)
+            Some(mask) => split(&self.value)?.broadcast_mul(&mask.unsqueeze(1)?.unsqueeze(3)?)?,
+            None => split(&self.value)?,
         };
         let Weighted {
             probs,
             probe,
             context,
-        } = line_by_line(&query, &key, &value, lengths, attend)?;
-        let context = context.transpose(1, 2)?.reshape((b, n, hidden))?;
+        } = scaled_attention((&query, &key, &value), |_| Ok(None), keep, lengths)?;
         let internals = decoder_internals(keep, x, &value, &self.output, None)?;
         let x = (x + self.output.forward(&context)?)?;
         let inner = activate(

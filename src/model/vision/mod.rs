@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::checkpoint::Weights;
 use crate::error::{Error, Result};
 use crate::linalg::Dense;
-use crate::model::body::Body;
+use crate::model::body::{run_layers, Body};
 use crate::model::config::{read_json, Activation};
 use crate::model::family::{
     BodyKind, ClassifierNames, Family, ImageClassifierNames, ImageNames, BERT_EMBEDDINGS,
@@ -371,13 +371,9 @@ impl Body for VisionBody {
         keep: Keep,
         lengths: Option<&[usize]>,
     ) -> Result<(Tensor, Vec<LayerTrace>)> {
-        let mut x = embedded.clone();
-        let mut traces = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            let (next, trace) = layer.forward(&x, keep, None, lengths)?;
-            x = next;
-            traces.push(trace.keeping(keep.heads)?);
-        }
+        let (x, traces) = run_layers(&self.layers, embedded, keep, |layer, x| {
+            layer.forward(x, keep, None, lengths)
+        })?;
         Ok((self.norm.forward(&x)?, traces))
     }
 
