@@ -218,7 +218,8 @@ fn broken_or_foreign_checkpoints_are_named() {
         1,
         &[
             "\"falcon\"",
-            "electra, modernbert, deberta-v2, gpt2, llama, qwen2, mistral, qwen3, gemma, gemma2",
+            "electra, modernbert, deberta-v2, vit, deit, dinov2, dinov2_with_registers, gpt2, llama, \
+             qwen2, mistral, qwen3, gemma, gemma2",
         ],
     );
 
