@@ -201,6 +201,9 @@ impl Settings {
     }
 }
 
+/// How many grids' interpolated positions a body keeps.
+const RESIZED_KEPT: usize = 16;
+
 /// The body of a ViT, DeiT or DINOv2 checkpoint.
 pub struct VisionBody {
     /// `[1, lead, hidden]`: the class token, and the distillation token where there is one.
@@ -306,6 +309,10 @@ impl VisionBody {
         let moved = positions::interpolate(&values, (side, side), (rows, cols), h, self.resize);
         let moved = Tensor::from_vec(moved, (1, rows * cols, h), grid.device())?;
         let whole = Tensor::cat(&[self.positions.narrow(1, 0, lead)?, moved], 1)?;
+        // Images of many shapes (a processor without a crop) keep the memory bounded.
+        if resized.len() >= RESIZED_KEPT {
+            resized.clear();
+        }
         resized.insert((rows, cols), whole.clone());
         Ok(whole)
     }
