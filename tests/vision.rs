@@ -58,6 +58,19 @@ fn pixels(name: &str) -> Pixels {
     }
 }
 
+/// Every entry of a map (layer × token) within `tolerance` of the reference's.
+fn assert_rows(what: &str, got: &[Vec<f64>], want: &[Vec<f64>], tolerance: f64) {
+    for (l, (g, w)) in got.iter().zip(want).enumerate() {
+        for (j, (a, b)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (a - b).abs() <= tolerance,
+                "{what} layer {} token {j}: {a} vs {b}",
+                l + 1
+            );
+        }
+    }
+}
+
 fn explainer(model: &str) -> Explainer {
     let folder = repo().join("models").join(model);
     Explainer::load(&ModelSource::Folder(folder), &Device::Cpu).unwrap()
@@ -300,15 +313,7 @@ fn discarding_agrees_with_the_vit_explain_reference() {
                     _ => got.relevance.flow.as_ref().unwrap(),
                 };
                 let want: Vec<Vec<f64>> = serde_json::from_value(want.clone()).unwrap();
-                for (l, (g, w)) in got.iter().zip(&want).enumerate() {
-                    for (j, (a, b)) in g.iter().zip(w).enumerate() {
-                        assert!(
-                            (a - b).abs() <= 1e-6,
-                            "{name}: {method} layer {} token {j}: {a} vs {b}",
-                            l + 1
-                        );
-                    }
-                }
+                assert_rows(&format!("{name}: {method}"), got, &want, 1e-6);
             }
             checked += 1;
         }
@@ -360,15 +365,7 @@ fn every_method_agrees_with_the_reference_on_images() {
             ] {
                 let want: Vec<Vec<f64>> = serde_json::from_value(maps[what].clone()).unwrap();
                 assert_eq!(got.len(), want.len(), "{name}: {method} {what} layers");
-                for (l, (g, w)) in got.iter().zip(&want).enumerate() {
-                    for (j, (a, b)) in g.iter().zip(w).enumerate() {
-                        assert!(
-                            (a - b).abs() <= TOLERANCE,
-                            "{name}: {method} {what} layer {} token {j}: {a} vs {b}",
-                            l + 1
-                        );
-                    }
-                }
+                assert_rows(&format!("{name}: {method} {what}"), got, &want, TOLERANCE);
             }
         }
     }

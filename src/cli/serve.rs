@@ -311,7 +311,10 @@ impl State {
             (None, Loaded::Encoder(explainer)) => {
                 options.mixing = mixing_for(explainer, &args, options.mixing);
                 options.progress = progress;
-                let input = match &image {
+                // Decoded only here: a report remembered (a figure of the image just
+                // explained) needs no second decoding.
+                let decoded = image.map(decode_base64).transpose()?;
+                let input = match &decoded {
                     Some(decoded) => Input::Image(decoded),
                     None => Input::Text(&text),
                 };
@@ -345,17 +348,13 @@ impl State {
         Ok((bytes, content_type(format)))
     }
 
-    /// An image model's request's picture (`"image"`: the file's bytes in base64), checked
-    /// against the model: an image model takes an image and no text, another model no image.
-    fn image_of(&self, body: &Value) -> anyhow::Result<Option<Decoded>> {
+    /// An image model's request's picture (`"image"`: the file's bytes in base64, not yet
+    /// decoded), checked against the model: an image model takes an image and no text,
+    /// another model no image.
+    fn image_of<'a>(&self, body: &'a Value) -> anyhow::Result<Option<&'a str>> {
         let (image, text) = (body.get("image"), body.get("text"));
         match (self.reads_images(), image, text) {
-            (true, Some(Value::String(base64)), None) => {
-                let bytes = base64_decode(base64).map_err(|e| {
-                    Error::Request(format!("\"image\" is not a file's bytes in base64: {e}"))
-                })?;
-                Ok(Some(decode_keyed(&bytes)?))
-            }
+            (true, Some(Value::String(base64)), None) => Ok(Some(base64)),
             (true, Some(_), None) => Err(Error::Request(
                 "\"image\" is not a string: give the file's bytes in base64".into(),
             )
@@ -610,6 +609,13 @@ fn read_body(request: &mut Request, limit: u64) -> Result<Value, (u16, String)> 
         return Err((413, format!("the request is over {limit} bytes")));
     }
     serde_json::from_slice(&bytes).map_err(|e| (400, format!("the body is not JSON: {e}")))
+}
+
+/// The picture whose file's bytes `base64` spells.
+fn decode_base64(base64: &str) -> anyhow::Result<Decoded> {
+    let bytes = base64_decode(base64)
+        .map_err(|e| Error::Request(format!("\"image\" is not a file's bytes in base64: {e}")))?;
+    Ok(decode_keyed(&bytes)?)
 }
 
 /// 400 for a mistake in the request (the command line's exit status 2), else 500.
