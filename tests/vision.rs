@@ -197,14 +197,14 @@ fn images_come_from_standard_input_and_batch_lines() {
 fn an_image_model_refuses_a_texts_options() {
     let model = repo().join("models/tiny-vit-cls");
     let image = repo().join("tests/fixtures/vision/images/shapes.png");
-    for option in [
-        &["--pair", "x"][..],
-        &["--evaluate"],
-        &["--candidates", "a,b"],
+    for (option, named) in [
+        (&["--pair", "x"][..], "--pair"),
+        (&["--evaluate", "--blank", "mask"], "--blank"),
+        (&["--candidates", "a,b"], "--candidates"),
     ] {
         let mut args = vec!["--model", model.to_str().unwrap(), image.to_str().unwrap()];
         args.extend(option);
-        common::fails(&args, 2, &[option[0]]);
+        common::fails(&args, 2, &[named]);
     }
 }
 
@@ -428,4 +428,119 @@ fn real_photographs_agree_with_transformers() {
         "{maps} {probabilities}"
     );
     assert!(maps > 0.0, "the JPEG decoders differ, so the maps do too");
+}
+
+/// `--evaluate` on images against scripts/reference/vision_importance_reference.py (torch's
+/// autograd and captum on transformers' models, the tokens before positions as the words,
+/// a patch of pixel values 0 as the blank): every importance score within 1e-4 as for texts,
+/// integrated gradients' sums, the correlations with the maps (1e-9 where the reference's
+/// ranks are not within rounding of a swap), and ERASER of the maps and of each score (1e-5).
+#[test]
+fn importance_scores_of_images_agree_with_the_reference() {
+    use bert_explain::explain::{EvaluateOptions, DEFAULT_IG_STEPS};
+    use bert_explain::faithfulness::correlations::Evaluation;
+    use bert_explain::faithfulness::Importance;
+    const SCORES: f64 = 1e-4;
+    const AOPC: f64 = 1e-5;
+    let dir = repo().join("tests/fixtures/importance/vision");
+    let text = std::fs::read_to_string(dir.join("cases.json")).unwrap();
+    let cases: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(cases.len(), 5);
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
+        let fixture: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let want: Importance = serde_json::from_value(fixture["importance"].clone()).unwrap();
+        let wanted: Evaluation = serde_json::from_value(fixture["evaluation"].clone()).unwrap();
+        let explainer = explainer(fixture["model"].as_str().unwrap());
+        let options = ExplainOptions {
+            target: fixture["target"].as_u64().map(|t| t as usize),
+            evaluate: Some(EvaluateOptions {
+                ig_steps: DEFAULT_IG_STEPS,
+                ..EvaluateOptions::default()
+            }),
+            ..ExplainOptions::default()
+        };
+        let pixels = fixture["pixels"].as_str().unwrap();
+        let stem = pixels.trim_start_matches("tests/fixtures/vision/");
+        let report = explainer
+            .explain_input(
+                Input::Pixels(&self::pixels(stem.trim_end_matches(".pixels.npy"))),
+                &options,
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = report.importance.as_ref().unwrap();
+        assert_eq!((&got.word, got.id), (&want.word, want.id), "{name}");
+        assert_eq!(got.blank_token, "mean pixel", "{name}");
+        assert!(
+            (got.probability - want.probability).abs() <= SCORES,
+            "{name}"
+        );
+        let scores = want.scores();
+        assert_eq!(scores.len(), 9, "{name}: every score but LRP's");
+        for (score, w) in scores {
+            let g = got.score(score).unwrap();
+            assert_rows(
+                &format!("{name}: {score}"),
+                &[g.to_vec()],
+                &[w.to_vec()],
+                SCORES,
+            );
+        }
+        let (g, w) = (
+            got.integrated_gradients_check.unwrap(),
+            want.integrated_gradients_check.unwrap(),
+        );
+        assert_eq!(g.steps, w.steps, "{name}");
+        assert!((g.sum - w.sum).abs() <= SCORES, "{name}: {g:?} vs {w:?}");
+        assert!((g.difference - w.difference).abs() <= SCORES, "{name}");
+        // Correlations: the sums of the gradient's components are rounding (0 here), and a
+        // score whose values come within 1e-5 of each other (relative) may swap ranks.
+        let evaluation = report.evaluation.as_ref().unwrap();
+        let gaps = &fixture["rank_gaps"]["scores"];
+        let mut compared = 0;
+        for (score, method, w) in wanted.entries() {
+            if score.ends_with("gradient_sum_abs") || gaps[score].as_f64().unwrap() < 1e-5 {
+                continue;
+            }
+            let entries = evaluation.entries();
+            let (_, _, g) = (entries.iter())
+                .find(|(s, m, _)| *s == score && *m == method)
+                .unwrap_or_else(|| panic!("{name}: no {score} × {method}"));
+            let pair = |v: &[Option<f64>]| v.iter().map(|x| x.unwrap()).collect::<Vec<_>>();
+            let what = format!("{name}: ρ({score}, {method})");
+            assert_rows(&what, &[pair(g)], &[pair(&w)], 1e-9);
+            compared += 1;
+        }
+        assert!(compared >= 15, "{name}: {compared} correlations compared");
+        // ERASER, of the maps and of every score but the rounding ones.
+        let (g, w) = (evaluation.eraser.as_ref().unwrap(), wanted.eraser.unwrap());
+        let (g, w) = (&g["attention"], &w["attention"]);
+        for (what, g, w) in [
+            ("rollout", g.rollout, w.rollout),
+            ("flow", g.flow.unwrap(), w.flow.unwrap()),
+        ] {
+            let aopc = |a: bert_explain::faithfulness::eraser::Aopc| {
+                vec![a.comprehensiveness, a.sufficiency]
+            };
+            assert_rows(
+                &format!("{name}: ERASER {what}"),
+                &[aopc(g)],
+                &[aopc(w)],
+                AOPC,
+            );
+        }
+        let by_score = evaluation.eraser_importance.as_ref().unwrap();
+        for (score, w) in wanted.eraser_importance.unwrap() {
+            if score.ends_with("gradient_sum_abs") {
+                continue;
+            }
+            let g = by_score[&score];
+            let (g, w) = (
+                vec![g.comprehensiveness, g.sufficiency],
+                vec![w.comprehensiveness, w.sufficiency],
+            );
+            assert_rows(&format!("{name}: ERASER of {score}"), &[g], &[w], AOPC);
+        }
+    }
 }

@@ -108,15 +108,7 @@ const APPLIES: &[(&str, &[Mode])] = &[
 
 /// The options of an encoder that an image model does not take: a text's, and the
 /// importance scores', which blank and differentiate tokens.
-const TEXT_ONLY_OPTIONS: &[&str] = &[
-    "pair",
-    "pretokenized",
-    "evaluate",
-    "lrp",
-    "blank",
-    "ig_steps",
-    "correlate_without_specials",
-];
+const TEXT_ONLY_OPTIONS: &[&str] = &["pair", "pretokenized", "blank"];
 
 /// The first option given on the command line that `mode` would not use, as a usage error.
 pub fn refuse_unused(matches: &ArgMatches, mode: Mode, model: &str) -> Result<(), Error> {
@@ -175,7 +167,7 @@ pub fn refuse_for_images(given: impl Fn(&str) -> bool, model: &str) -> Result<()
     match TEXT_ONLY_OPTIONS.iter().find(|id| given(id)) {
         Some(id) => Err(Error::OptionForOtherTask {
             option: format!("--{}", id.replace('_', "-")),
-            applies: "text models (an image model's importance scores are not there yet)".into(),
+            applies: "text models (an image is blanked by its mean pixel)".into(),
             model: model.to_string(),
             task: "vision",
         }),

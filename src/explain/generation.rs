@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use candle_core::{Device, IndexOp};
+use candle_core::{Device, IndexOp, Tensor};
 
 use crate::attention::{HeadFusion, LayerHeads};
 use crate::checkpoint::{CheckpointFiles, ModelSource, Weights};
@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::faithfulness::correlations::Evaluation;
 use crate::faithfulness::eraser::{eraser_of, Erasable};
 use crate::faithfulness::{
-    blank_if_needed, importance, Blank, Importance, ImportanceQuery, NextToken,
+    blank_if_needed, importance, Blank, Importance, ImportanceQuery, NextToken, Words,
 };
 use crate::generate::{generate, generate_many, Decoding, Generation, Prompt};
 use crate::methods::causal::{causal_mixings, Generated};
@@ -317,7 +317,6 @@ impl CausalExplainer {
     ) -> Result<(Vec<Importance>, Vec<Evaluation>)> {
         let model = NextToken {
             model: self.model.as_ref(),
-            device: &self.device,
         };
         let (blank_token, blank_id) = blank_if_needed(self.blank(evaluate.blank), evaluate.only)?;
         let m = maps.prompt.len();
@@ -332,16 +331,17 @@ impl CausalExplainer {
                 steps: evaluate.ig_steps,
                 only: evaluate.only,
             };
-            let (n, types) = (fed.len(), vec![0; fed.len()]);
-            let scores = importance(&model, &fed, &types, n - 1, &query)?;
+            let n = fed.len();
+            let lookup = |ids: &Tensor| self.model.embed_words(ids);
+            let words = Words::look_up(lookup, &fed, &vec![0; n], blank_id, &self.device)?;
+            let scores = importance(&model, &words, n - 1, &query)?;
             let (relevance, methods) = (maps.relevance, maps.methods);
             let mut evaluation = Evaluation::compute_causal(relevance, methods, k, &scores);
             if evaluate.only.is_none() {
                 let fixed: Vec<bool> = (0..n).map(|j| j >= m).collect();
                 let erasable = Erasable {
                     model: &model,
-                    ids: &fed,
-                    types: &types,
+                    words: &words,
                     target: n - 1,
                     fixed: &fixed,
                     query: &query,

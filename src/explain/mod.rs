@@ -26,7 +26,7 @@ use crate::device::bind_to_thread;
 use crate::error::{Error, Result};
 use crate::faithfulness::correlations::Evaluation;
 use crate::faithfulness::eraser::Erasable;
-use crate::faithfulness::{importance, Blank};
+use crate::faithfulness::{importance, Blank, Picture, Predictor, Words};
 use crate::image::{ImageProcessor, Pixels};
 use crate::methods::{self, Mixing, Run};
 use crate::model::families::load_encoder_config;
@@ -488,14 +488,19 @@ impl Explainer {
             }
             (Some(evaluate), Some(probs)) => {
                 let query = self.importance_query(evaluate, probs)?;
-                let (ids, types) = (&encoding.ids, &encoding.type_ids);
-                Some((importance(&self.model, ids, types, target, &query)?, query))
+                let (words, picture) = self.scorable(&feed, &ids, &type_ids, query.blank_id)?;
+                Some((query, words, picture))
             }
         };
         report.family = Some(self.family().to_string());
         report.task = Some(task.name.to_string());
         let special = encoding.special;
-        if let Some((scores, query)) = scored {
+        if let Some((query, words, picture)) = scored {
+            let model: &dyn Predictor = match &picture {
+                Some(picture) => picture,
+                None => &self.model,
+            };
+            let scores = importance(model, &words, target, &query)?;
             let specials = options
                 .evaluate
                 .as_ref()
@@ -504,9 +509,8 @@ impl Explainer {
             let mut evaluation =
                 Evaluation::compute(&report.relevance, methods.as_ref(), &scores, specials);
             let erasable = Erasable {
-                model: &self.model,
-                ids: &ids,
-                types: &type_ids,
+                model,
+                words: &words,
                 target,
                 fixed: &fixed,
                 query: &query,
@@ -620,6 +624,39 @@ impl Explainer {
         Ok((input, types))
     }
 
+    /// The input as importance scores see it, and, for an image, the model as their
+    /// predictor ([`Picture`]; a text's is the model itself): a text's word embeddings and
+    /// the blank token's (`blank_id`), or an image's tokens before positions and a patch of
+    /// the mean pixel's.
+    fn scorable(
+        &self,
+        feed: &Feed,
+        ids: &[u32],
+        types: &[u32],
+        blank_id: u32,
+    ) -> Result<(Words, Option<Picture<'_>>)> {
+        let (input, type_ids) = self.device_input(feed, ids, types)?;
+        let Some(body) = self.model.vision() else {
+            let lookup = |ids: &Tensor| self.model.embed_words(ids);
+            return Ok((
+                Words::look_up(lookup, ids, types, blank_id, &self.device)?,
+                None,
+            ));
+        };
+        let (tokens, grid) = body.tokens(&input)?;
+        let words = Words {
+            input: tokens,
+            blank: body.blank()?,
+            types: type_ids,
+        };
+        let picture = Picture {
+            model: &self.model,
+            body,
+            grid,
+        };
+        Ok((words, Some(picture)))
+    }
+
     /// The text (and pair) as tokens, checked against the model's positions and vocabulary.
     fn encode(&self, text: &str, options: &ExplainOptions) -> Result<Encoding> {
         let pair = options.pair.as_deref();
@@ -682,12 +719,16 @@ impl Explainer {
 }
 
 /// An error where `options` ask of an image what only a text has: a pair, tokens as given,
-/// and (for now) the importance scores, which blank and differentiate token ids.
+/// a blank token.
 fn refuse_for_images(options: &ExplainOptions) -> Result<()> {
+    let blank = options.evaluate.as_ref().map(|e| e.blank);
     let text_only = [
         ("a pair (--pair)", options.pair.is_some()),
         ("--pretokenized", options.pretokenized),
-        ("--evaluate and --lrp", options.evaluate.is_some()),
+        (
+            "a blank token (--blank: an image is blanked by its mean pixel)",
+            blank.is_some_and(|b| b != Blank::default()),
+        ),
     ];
     match text_only.iter().find(|(_, asked)| *asked) {
         Some((what, _)) => Err(Error::InputKind(format!(

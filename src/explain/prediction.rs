@@ -8,6 +8,10 @@ use crate::faithfulness::{blank_if_needed, Blank, ImportanceQuery};
 use crate::model::Predicts;
 use crate::report::{LabelProbability, Prediction, WordProbability};
 
+/// What an image's blank is called in a report: a patch whose pixel values are all 0, the
+/// processor's `image_mean` where it normalises.
+pub const MEAN_PIXEL: &str = "mean pixel";
+
 impl Explainer {
     /// What the head's output `probs` means: vocabulary words or labels.
     pub(super) fn describe(
@@ -65,7 +69,11 @@ impl Explainer {
     ) -> Result<ImportanceQuery> {
         let (word, id) = self.explained(Some(evaluate), probs)?;
         // Blank-out, integrated gradients and ERASER put the blank in; LRP alone needs none.
-        let (blank_token, blank_id) = blank_if_needed(self.blank(evaluate.blank), evaluate.only)?;
+        // An image's blank is a patch of the mean pixel ([`Explainer::scorable`]).
+        let (blank_token, blank_id) = match self.reads_images() {
+            true => (MEAN_PIXEL.to_string(), 0),
+            false => blank_if_needed(self.blank(evaluate.blank), evaluate.only)?,
+        };
         Ok(ImportanceQuery {
             word,
             id,

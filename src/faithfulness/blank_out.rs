@@ -1,10 +1,8 @@
 //! Blank-out (Abnar & Zuidema 2020, §4): how much p(class) drops when each token in turn is
-//! replaced by the blank token.
-
-use candle_core::Tensor;
+//! replaced by the blank (a token; for an image, a patch of the mean pixel).
 
 use super::importance::probabilities;
-use super::{Attributed, Attribution, Score, Text};
+use super::{Attributed, Attribution, Score, Subject};
 use crate::error::Result;
 
 pub struct BlankOut;
@@ -33,19 +31,13 @@ impl Attribution for BlankOut {
         ]
     }
 
-    fn attribute(&self, text: &Text) -> Result<Attributed> {
-        // Every blanked text in one batch of n, run a few at a time by `probabilities`.
-        let n = text.ids.len();
-        let mut batch = Vec::with_capacity(n * n);
-        for j in 0..n {
-            batch.extend(text.ids.iter().enumerate().map(|(i, &id)| match i == j {
-                true => text.query.blank_id,
-                false => id,
-            }));
-        }
-        let input = Tensor::from_vec(batch, (n, n), text.model.device())?;
-        let blanked = probabilities(text.model, &input, text.types, text.target, text.query.id)?;
-        let drop: Vec<f64> = blanked.iter().map(|q| text.probability - q).collect();
+    fn attribute(&self, subject: &Subject) -> Result<Attributed> {
+        // Every position blanked in turn, run a few at a time by `probabilities`.
+        let n = subject.words.len();
+        let blanked: Vec<Vec<bool>> = (0..n).map(|j| (0..n).map(|i| i == j).collect()).collect();
+        let (model, query) = (subject.model, subject.query);
+        let blanked = probabilities(model, subject.words, &blanked, subject.target, query.id)?;
+        let drop: Vec<f64> = blanked.iter().map(|q| subject.probability - q).collect();
         let absolute = drop.iter().map(|x| x.abs()).collect();
         Ok(Attributed {
             scores: vec![drop, absolute],

@@ -9,10 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
-use super::{probabilities, Importance, ImportanceQuery, Predictor};
+use super::{probabilities, Importance, ImportanceQuery, Predictor, Words};
 use crate::error::{Error, Result};
 
 /// The percentages of the removable tokens that are blanked (or kept).
@@ -36,8 +35,7 @@ pub struct Eraser {
 /// The input whose prediction the maps explain.
 pub struct Erasable<'a> {
     pub model: &'a dyn Predictor,
-    pub ids: &'a [u32],
-    pub types: &'a [u32],
+    pub words: &'a Words,
     pub target: usize,
     /// Positions that are never blanked (special tokens, the explained position).
     pub fixed: &'a [bool],
@@ -47,9 +45,9 @@ pub struct Erasable<'a> {
 }
 
 /// AOPC of each map in `maps` (each n relevance values), in order, with every blanked
-/// text run as one batch; maps that rank the tokens alike share their texts.
+/// input run as one batch; maps that rank the tokens alike share their inputs.
 pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
-    let n = input.ids.len();
+    let n = input.words.len();
     let removable: Vec<usize> = (0..n).filter(|&j| !input.fixed[j]).collect();
     // Each map's index among the distinct rankings.
     let mut rankings: Vec<Vec<usize>> = Vec::new();
@@ -65,20 +63,19 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
         };
         of_map.push(index);
     }
-    let mut texts: Vec<Vec<u32>> = Vec::new();
+    let mut inputs: Vec<Vec<bool>> = Vec::new();
     for ranked in &rankings {
         for percent in PERCENTS {
             let (top, rest) = ranked.split_at(top_k(percent, ranked.len()));
-            texts.push(blanked(input, top));
-            texts.push(blanked(input, rest));
+            inputs.push(blanked(n, top));
+            inputs.push(blanked(n, rest));
         }
     }
-    if texts.is_empty() {
+    if inputs.is_empty() {
         return Ok(Vec::new());
     }
-    let batch: Vec<u32> = texts.concat();
-    let ids = Tensor::from_vec(batch, (texts.len(), n), input.model.device())?;
-    let p = probabilities(input.model, &ids, input.types, input.target, input.query.id)?;
+    let (model, words, target) = (input.model, input.words, input.target);
+    let p = probabilities(model, words, &inputs, target, input.query.id)?;
     let base = input.probability;
     let by_ranking: Vec<Aopc> = p
         .chunks(2 * PERCENTS.len())
@@ -109,7 +106,7 @@ pub fn aopc(input: &Erasable, maps: &[&[f64]]) -> Result<Vec<Aopc>> {
 }
 
 /// ERASER of each named method's last-layer rollout and flow (`(name, rollout, flow)`, each
-/// map n values), and of each importance score's ranking (by name), with every blanked text
+/// map n values), and of each importance score's ranking (by name), with every blanked input
 /// run as one batch.
 pub fn eraser_of(
     input: &Erasable,
@@ -156,12 +153,13 @@ fn top_k(percent: usize, m: usize) -> usize {
     (percent * m).div_ceil(100)
 }
 
-fn blanked(input: &Erasable, positions: &[usize]) -> Vec<u32> {
-    let mut ids = input.ids.to_vec();
+/// n flags, `positions` set.
+fn blanked(n: usize, positions: &[usize]) -> Vec<bool> {
+    let mut flags = vec![false; n];
     for &j in positions {
-        ids[j] = input.query.blank_id;
+        flags[j] = true;
     }
-    ids
+    flags
 }
 
 #[cfg(test)]

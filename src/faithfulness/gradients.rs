@@ -2,10 +2,10 @@
 //! at the word embeddings, signed and absolute, and the paper's code's "grad" and
 //! "inputgrad" at the embedding block's output.
 
-use candle_core::{Tensor, Var, D};
+use candle_core::{Var, D};
 
 use super::importance::{host, probability_of};
-use super::{Attributed, Attribution, Score, Text};
+use super::{Attributed, Attribution, Score, Subject};
 use crate::error::Result;
 
 pub struct Gradients;
@@ -66,19 +66,22 @@ impl Attribution for Gradients {
         ]
     }
 
-    fn attribute(&self, text: &Text) -> Result<Attributed> {
-        let model = text.model;
-        let device = model.device();
-        let n = text.ids.len();
-        let input = Tensor::new(text.ids, device)?.unsqueeze(0)?;
-        let type_ids = Tensor::new(text.types, device)?.unsqueeze(0)?;
-        let words = Var::from_tensor(&model.embed_words(&input)?)?;
+    fn attribute(&self, subject: &Subject) -> Result<Attributed> {
+        let model = subject.model;
+        let n = subject.words.len();
+        let words = Var::from_tensor(&subject.words.input)?;
+        let type_ids = &subject.words.types;
         // The gradient at the embedding block's output first (a variable of its own: candle
         // keeps no gradient of an intermediate tensor), then the chain rule back through the
         // block to the word embeddings: ∂p/∂e = (∂h/∂e)ᵀ ∂p/∂h.
-        let block = model.embed(words.as_tensor(), &type_ids)?;
+        let block = model.embed(words.as_tensor(), type_ids)?;
         let embedded = Var::from_tensor(&block.detach())?;
-        let p = probability_of(model, embedded.as_tensor(), text.target, text.query.id)?;
+        let p = probability_of(
+            model,
+            embedded.as_tensor(),
+            subject.target,
+            subject.query.id,
+        )?;
         let missing = || candle_core::Error::Msg("no gradient reached the input embeddings".into());
         let at_block = p
             .backward()?
@@ -107,11 +110,15 @@ impl Attribution for Gradients {
             false => host(&grad.sum(D::Minus1)?)?,
         };
         // Where the embedding block is the words themselves (a decoder's), its scores are the
-        // words', zeros included.
+        // words', zeros included; where a LayerNorm's mean comes first on every path from the
+        // block's output too (a pre-norm vision transformer's), its sum is zero.
         let (embedding_sum, embedding_x_input) = match model.block_is_words() {
             true => (gradient_sum.clone(), gradient_x_input.clone()),
             false => (
-                host(&at_block.sum(D::Minus1)?)?,
+                match model.shift_free_block() {
+                    true => vec![0.0; n],
+                    false => host(&at_block.sum(D::Minus1)?)?,
+                },
                 host(&(&at_block * &block)?.sum(D::Minus1)?)?,
             ),
         };

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType, Tensor, D};
+use candle_core::{DType, Device, Tensor, D};
 use serde::{Deserialize, Serialize};
 
 use super::Predictor;
@@ -132,34 +132,86 @@ pub fn blank_if_needed(found: Result<(String, u32)>, only: Option<&str>) -> Resu
     }
 }
 
-/// The text an attribution scores, and the prediction it explains.
-pub struct Text<'a> {
+/// An input as the attributions see it: its word embeddings, what blanking a position puts
+/// in their place, and its token types. Blank-out, integrated gradients and ERASER blank
+/// positions here, after the lookup (a row replaced by the blank's row is the lookup of the
+/// blank token, bit for bit), so a text and an image are blanked alike.
+pub struct Words {
+    /// `[1, n, width]`: what the embedding lookup returned (a text's word embeddings; an
+    /// image's tokens before positions, [`crate::model::vision`]).
+    pub input: Tensor,
+    /// `[1, 1, width]`: the blank's embedding (the blank token's; for an image the embedding
+    /// of a patch of the mean pixel).
+    pub blank: Tensor,
+    /// `[1, n]` u32.
+    pub types: Tensor,
+}
+
+impl Words {
+    /// A text's: `ids` (and the blank, `blank_id`) through `lookup` (`[b, n]` u32 →
+    /// `[b, n, width]`), with the token types `types`.
+    pub fn look_up(
+        lookup: impl Fn(&Tensor) -> Result<Tensor>,
+        ids: &[u32],
+        types: &[u32],
+        blank_id: u32,
+        device: &Device,
+    ) -> Result<Self> {
+        Ok(Self {
+            input: lookup(&Tensor::new(ids, device)?.unsqueeze(0)?)?,
+            blank: lookup(&Tensor::new(&[[blank_id]], device)?)?,
+            types: Tensor::new(types, device)?.unsqueeze(0)?,
+        })
+    }
+
+    /// How many positions the input has.
+    pub fn len(&self) -> usize {
+        self.input.dim(1).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn device(&self) -> &Device {
+        self.input.device()
+    }
+
+    /// `[b, n, width]`: the input once per row of `mask` (`[b, n]` u8), with the blank
+    /// where the row holds 1.
+    fn blanked(&self, mask: &Tensor) -> Result<Tensor> {
+        let (b, n) = mask.dims2()?;
+        let shape = (b, n, self.input.dim(2)?);
+        let mask = mask.unsqueeze(2)?.broadcast_as(shape)?;
+        let blank = self.blank.broadcast_as(shape)?;
+        Ok(mask.where_cond(&blank, &self.input.broadcast_as(shape)?)?)
+    }
+}
+
+/// What an attribution scores: an input, and the prediction it explains.
+pub struct Subject<'a> {
     pub model: &'a dyn Predictor,
-    /// One sequence of token ids and of token types, no padding.
-    pub ids: &'a [u32],
-    pub types: &'a [u32],
+    pub words: &'a Words,
     /// Where the head reads (a masked word's position; a classifier ignores it).
     pub target: usize,
     pub query: &'a ImportanceQuery,
-    /// p(`query.id`) at the target for the text as it is.
+    /// p(`query.id`) at the target for the input as it is.
     pub probability: f64,
 }
 
-/// Scores every token of `ids` (one sequence of token types `types`, no padding) for
-/// p(`query.id`) at `target`, by every attribution `query` asks for.
+/// Scores every position of `words` for p(`query.id`) at `target`, by every attribution
+/// `query` asks for.
 pub fn importance(
     model: &dyn Predictor,
-    ids: &[u32],
-    types: &[u32],
+    words: &Words,
     target: usize,
     query: &ImportanceQuery,
 ) -> Result<Importance> {
-    let input = Tensor::new(ids, model.device())?.unsqueeze(0)?;
-    let probability = probabilities(model, &input, types, target, query.id)?[0];
-    let text = Text {
+    let p = probability(model, &words.input, &words.types, target, query.id)?;
+    let probability = scalar(&p)?;
+    let subject = Subject {
         model,
-        ids,
-        types,
+        words,
         target,
         query,
         probability,
@@ -176,7 +228,7 @@ pub fn importance(
     let asked =
         (ATTRIBUTIONS.into_iter()).filter(|a| query.only.is_none_or(|only| only == a.name()));
     for attribution in asked {
-        let attributed = attribution.attribute(&text)?;
+        let attributed = attribution.attribute(&subject)?;
         for (score, values) in attribution.scores().iter().zip(attributed.scores) {
             scores.values.insert(score.name.to_string(), values);
         }
@@ -228,29 +280,30 @@ pub(super) fn probability_of(
     Ok(probs.narrow(1, id as usize, 1)?.squeeze(1)?.squeeze(0)?)
 }
 
-/// How many token pairs (texts × n × n) one batch of blanked texts may hold: every layer's
-/// attention of a batch is texts × heads × n × n values, so blanking each of 475 tokens in one
-/// batch held gigabytes.
+/// How many token pairs (inputs × n × n) one batch of blanked inputs may hold: every layer's
+/// attention of a batch is inputs × heads × n × n values, so blanking each of 475 tokens in
+/// one batch held gigabytes.
 pub(super) const PAIRS_PER_BATCH: usize = 1 << 20;
 
-/// p(`id`) at `target` for each text of a batch `ids` (`[b, n]` u32), all with the token
-/// types `types`; the texts go through the model a few at a time, so memory stays bounded
-/// whatever b and n.
+/// p(`id`) at `target` for the input with each of `blanked`'s sets of positions (n flags
+/// each, `true`: blanked) given the blank's embedding; the inputs go through the model a few
+/// at a time, so memory stays bounded whatever their number and n.
 pub fn probabilities(
     model: &dyn Predictor,
-    ids: &Tensor,
-    types: &[u32],
+    words: &Words,
+    blanked: &[Vec<bool>],
     target: usize,
     id: u32,
 ) -> Result<Vec<f64>> {
-    let (texts, n) = ids.dims2()?;
+    let n = words.len();
     let chunk = (PAIRS_PER_BATCH / (n * n).max(1)).max(1);
-    let type_ids = Tensor::new(types, model.device())?.unsqueeze(0)?;
-    let mut out = Vec::with_capacity(texts);
-    for start in (0..texts).step_by(chunk) {
-        let words = model.embed_words(&ids.narrow(0, start, chunk.min(texts - start))?)?;
+    let mut out = Vec::with_capacity(blanked.len());
+    for part in blanked.chunks(chunk) {
+        let flags: Vec<u8> = part.iter().flatten().map(|&b| u8::from(b)).collect();
+        let mask = Tensor::from_vec(flags, (part.len(), n), words.device())?;
+        let batch = words.blanked(&mask)?;
         out.extend(host(
-            &probability(model, &words, &type_ids, target, id)?.flatten_all()?,
+            &probability(model, &batch, &words.types, target, id)?.flatten_all()?,
         )?);
     }
     Ok(out)

@@ -1,11 +1,11 @@
 //! Integrated gradients (Sundararajan et al. 2017) of p(class), from the baseline that puts
-//! the blank token's word embedding at every position, summed over the embedding: each
+//! the blank's word embedding at every position, summed over the embedding: each
 //! token's signed share of `p − p(baseline)`, with its completeness.
 
 use candle_core::{Tensor, Var, D};
 
 use super::importance::{host, probability, scalar, PAIRS_PER_BATCH};
-use super::{Attributed, Attribution, Check, Completeness, Score, Text};
+use super::{Attributed, Attribution, Check, Completeness, Score, Subject};
 use crate::error::Result;
 
 pub struct IntegratedGradients;
@@ -24,8 +24,8 @@ impl Attribution for IntegratedGradients {
         }]
     }
 
-    fn attribute(&self, text: &Text) -> Result<Attributed> {
-        let (values, check) = integrated_gradients(text)?;
+    fn attribute(&self, subject: &Subject) -> Result<Attributed> {
+        let (values, check) = integrated_gradients(subject)?;
         Ok(Attributed {
             scores: vec![values],
             check: Some(Check::Completeness(check)),
@@ -34,21 +34,23 @@ impl Attribution for IntegratedGradients {
 }
 
 /// Integrated gradients of p(`query.id`) at `target` along the straight path from the
-/// blank token's word embedding at every position to the text's, with the Gauss–Legendre
+/// blank's word embedding at every position to the input's, with the Gauss–Legendre
 /// rule of `query.steps` points (as captum's default): per token, the attributions summed
 /// over the embedding, and their completeness. The points go through the model a few at a
-/// time (fewer the longer the text: each keeps every layer's activations for the backward
+/// time (fewer the longer the input: each keeps every layer's activations for the backward
 /// pass), so memory stays that of a small batch whatever the steps.
-fn integrated_gradients(text: &Text) -> Result<(Vec<f64>, Completeness)> {
-    let (model, query, target) = (text.model, text.query, text.target);
-    let device = model.device();
-    let words = model.embed_words(&Tensor::new(text.ids, device)?.unsqueeze(0)?)?;
-    let types = Tensor::new(text.types, device)?.unsqueeze(0)?;
-    let n = text.ids.len().max(1);
+fn integrated_gradients(subject: &Subject) -> Result<(Vec<f64>, Completeness)> {
+    let (model, query, target) = (subject.model, subject.query, subject.target);
+    let (words, types) = (&subject.words.input, &subject.words.types);
+    let device = words.device();
+    let n = subject.words.len().max(1);
     let points_at_a_time = (PAIRS_PER_BATCH / 4 / (n * n)).clamp(1, 10);
-    let blanks = vec![query.blank_id; n];
-    let baseline = model.embed_words(&Tensor::new(blanks.as_slice(), device)?.unsqueeze(0)?)?;
-    let path = (&words - &baseline)?;
+    let baseline = subject
+        .words
+        .blank
+        .broadcast_as(words.shape())?
+        .contiguous()?;
+    let path = (words - &baseline)?;
     let (nodes, weights) = gauss_legendre(query.steps);
     let dtype = words.dtype();
     let mut total = path.zeros_like()?;
@@ -61,7 +63,7 @@ fn integrated_gradients(text: &Text) -> Result<(Vec<f64>, Completeness)> {
             .to_dtype(dtype)?
             .reshape((k, 1, 1))?;
         let points = Var::from_tensor(&baseline.broadcast_add(&path.broadcast_mul(&alphas)?)?)?;
-        let p = probability(model, points.as_tensor(), &types, target, query.id)?;
+        let p = probability(model, points.as_tensor(), types, target, query.id)?;
         let weights = Tensor::new(weights, device)?.to_dtype(dtype)?;
         let weighted = p.reshape(k)?.mul(&weights)?.sum_all()?;
         let gradients = weighted.backward()?;
@@ -71,9 +73,9 @@ fn integrated_gradients(text: &Text) -> Result<(Vec<f64>, Completeness)> {
         total = (total + grad.sum_keepdim(0)?)?;
     }
     let attributions = host(&(total * &path)?.sum(D::Minus1)?.squeeze(0)?)?;
-    let blank = scalar(&probability(model, &baseline, &types, target, query.id)?)?;
+    let blank = scalar(&probability(model, &baseline, types, target, query.id)?)?;
     let sum: f64 = attributions.iter().sum();
-    let difference = text.probability - blank;
+    let difference = subject.probability - blank;
     let check = Completeness {
         steps: query.steps,
         sum,

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{IndexOp, Tensor, Var, D};
+use candle_core::{IndexOp, Var, D};
 
 use super::importance::{host, scalar};
-use super::{Attributed, Attribution, Check, LrpCheck, Score, Text};
+use super::{Attributed, Attribution, Check, LrpCheck, Score, Subject};
 use crate::error::Result;
 use crate::model::rules::Rules;
 
@@ -40,12 +40,12 @@ impl Attribution for Lrp {
         ]
     }
 
-    fn attribute(&self, text: &Text) -> Result<Attributed> {
+    fn attribute(&self, subject: &Subject) -> Result<Attributed> {
         let mut scores = Vec::with_capacity(RULES.len());
         let mut sum = BTreeMap::new();
         let mut logit = 0.0;
         for (rules, name) in RULES {
-            let (relevance, explained) = relevance(text, rules)?;
+            let (relevance, explained) = relevance(subject, rules)?;
             sum.insert(name.to_string(), relevance.iter().sum());
             scores.push(relevance);
             logit = explained;
@@ -57,19 +57,17 @@ impl Attribution for Lrp {
     }
 }
 
-/// Each token's relevance for the logit of `text.query.id` at the target under `rules`, and
+/// Each position's relevance for the logit of `subject.query.id` at the target under `rules`, and
 /// that logit.
-fn relevance(text: &Text, rules: Rules) -> Result<(Vec<f64>, f64)> {
-    let model = text.model;
-    let device = model.device();
-    let input = Tensor::new(text.ids, device)?.unsqueeze(0)?;
-    let types = Tensor::new(text.types, device)?.unsqueeze(0)?;
-    let words = Var::from_tensor(&model.embed_words(&input)?)?;
+fn relevance(subject: &Subject, rules: Rules) -> Result<(Vec<f64>, f64)> {
+    let model = subject.model;
+    let types = &subject.words.types;
+    let words = Var::from_tensor(&subject.words.input)?;
     let logits = rules.apply(|| {
-        let embedded = model.embed(words.as_tensor(), &types)?;
-        model.logits(&embedded, text.target)
+        let embedded = model.embed(words.as_tensor(), types)?;
+        model.logits(&embedded, subject.target)
     })?;
-    let logit = logits.i((0, text.query.id as usize))?;
+    let logit = logits.i((0, subject.query.id as usize))?;
     let grad = logit
         .backward()?
         .get(words.as_tensor())

@@ -4,7 +4,7 @@
 //! sufficiency of the maps ([`eraser`]).
 //!
 //! An attribution is one file here and one line in [`ATTRIBUTIONS`]: it scores every token
-//! of a [`Text`] under one or more names, which the report, the correlations, the batch
+//! of a [`Subject`] under one or more names, which the report, the correlations, the batch
 //! summary and every renderer then carry without knowing it.
 
 mod blank_out;
@@ -17,27 +17,22 @@ mod lrp;
 
 pub use importance::{
     blank_if_needed, importance, probabilities, Blank, Completeness, Importance, ImportanceQuery,
-    LrpCheck, Text,
+    LrpCheck, Subject, Words,
 };
 pub use integrated_gradients::gauss_legendre;
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 
 use crate::error::{Error, Result};
 use crate::model::causal::CausalLm;
+use crate::model::vision::VisionBody;
 use crate::model::{Keep, Model};
 
-/// What the attributions need of a model, encoder or decoder: its word embeddings, and the
-/// explained position's logits from them.
+/// What the attributions need of a model, encoder or decoder: the explained position's
+/// logits from the word embeddings ([`Words`]: their lookup is the caller's).
 pub trait Predictor: Sync {
-    fn device(&self) -> &Device;
-
-    /// `ids`: `[b, n]` u32 → the word embeddings `[b, n, width]`, what every attribution
-    /// takes its gradient with respect to.
-    fn embed_words(&self, ids: &Tensor) -> Result<Tensor>;
-
-    /// Word embeddings and token types (`[b, n]` u32) → the embedding block's output, what
-    /// the first layer reads.
+    /// Word embeddings `[b, n, width]` and token types (`[b, n]` u32) → the embedding
+    /// block's output, what the first layer reads.
     fn embed(&self, words: &Tensor, types: &Tensor) -> Result<Tensor>;
 
     /// The embedding block's output `[b, n, hidden]` → the head's logits at `target`,
@@ -50,32 +45,36 @@ pub trait Predictor: Sync {
     /// Whether the gradient's components at the word embeddings sum to zero by construction.
     fn shift_free_words(&self) -> bool;
 
+    /// Whether the gradient's components at the embedding block's output sum to zero by
+    /// construction.
+    fn shift_free_block(&self) -> bool {
+        false
+    }
+
     /// Whether the embedding block's output is the word embeddings themselves.
     fn block_is_words(&self) -> bool {
         false
     }
 }
 
+/// The head's logits at `target` from the embedding block's output.
+fn head_logits(model: &Model, embedded: &Tensor, target: usize) -> Result<Tensor> {
+    model
+        .forward_embedded(embedded, target, Keep::default())?
+        .logits
+        .ok_or(Error::NeedsMlmHead {
+            what: "importance scores",
+            model: "this checkpoint".into(),
+        })
+}
+
 impl Predictor for Model {
-    fn device(&self) -> &Device {
-        Model::device(self)
-    }
-
-    fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
-        Model::embed_words(self, ids)
-    }
-
     fn embed(&self, words: &Tensor, types: &Tensor) -> Result<Tensor> {
         Model::embed(self, words, Some(types))
     }
 
     fn logits(&self, embedded: &Tensor, target: usize) -> Result<Tensor> {
-        self.forward_embedded(embedded, target, Keep::default())?
-            .logits
-            .ok_or(Error::NeedsMlmHead {
-                what: "importance scores",
-                model: "this checkpoint".into(),
-            })
+        head_logits(self, embedded, target)
     }
 
     fn scale_free_words(&self) -> bool {
@@ -87,22 +86,47 @@ impl Predictor for Model {
     }
 }
 
+/// An image model as a predictor from its tokens before positions
+/// ([`VisionBody::tokens`]): its "word embeddings" are the class (distillation, register)
+/// tokens and each patch's projection, and its embedding block adds the positions for
+/// `grid`. Its layers are pre-norm and end in a LayerNorm, so every path from a token meets
+/// a LayerNorm's mean first: the gradient sums to zero there and at the block's output.
+pub struct Picture<'a> {
+    pub model: &'a Model,
+    pub body: &'a VisionBody,
+    /// Rows and columns of patches.
+    pub grid: (usize, usize),
+}
+
+impl Predictor for Picture<'_> {
+    fn embed(&self, words: &Tensor, _types: &Tensor) -> Result<Tensor> {
+        self.body.place(words, self.grid)
+    }
+
+    fn logits(&self, embedded: &Tensor, target: usize) -> Result<Tensor> {
+        head_logits(self.model, embedded, target)
+    }
+
+    fn scale_free_words(&self) -> bool {
+        false
+    }
+
+    fn shift_free_words(&self) -> bool {
+        true
+    }
+
+    fn shift_free_block(&self) -> bool {
+        true
+    }
+}
+
 /// A causal language model as a predictor of the token after its text: the last position's
 /// next-token logits, whatever the target. Its embedding block is the word embeddings.
 pub struct NextToken<'a> {
     pub model: &'a dyn CausalLm,
-    pub device: &'a Device,
 }
 
 impl Predictor for NextToken<'_> {
-    fn device(&self) -> &Device {
-        self.device
-    }
-
-    fn embed_words(&self, ids: &Tensor) -> Result<Tensor> {
-        self.model.embed_words(ids)
-    }
-
     fn embed(&self, words: &Tensor, _types: &Tensor) -> Result<Tensor> {
         Ok(words.clone())
     }
@@ -132,9 +156,9 @@ pub trait Attribution: Sync {
     /// The scores it gives, in the order reports list them.
     fn scores(&self) -> &'static [Score];
 
-    /// Scores every token of `text`: one `Vec` of n values per [`Attribution::scores`],
-    /// in that order, and what checks them where the method has a check.
-    fn attribute(&self, text: &Text) -> Result<Attributed>;
+    /// Scores every position of `subject`: one `Vec` of n values per
+    /// [`Attribution::scores`], in that order, and what checks them where the method has one.
+    fn attribute(&self, subject: &Subject) -> Result<Attributed>;
 }
 
 /// One score: its key in the report's `importance` (and `evaluation`), what a person reads

@@ -49,6 +49,13 @@ pub trait Body: Send + Sync {
         None
     }
 
+    /// An image model's body, whose embedding block splits in two for importance scores
+    /// ([`super::vision::VisionBody::tokens`], [`super::vision::VisionBody::place`]); `None`
+    /// for a body that reads token ids.
+    fn vision(&self) -> Option<&super::vision::VisionBody> {
+        None
+    }
+
     /// Whether a line of `n` tokens padded on the right to `to` gives the same values at its
     /// own positions as it does alone (LongRoPE's frequencies depend on the whole length).
     fn pads_alike(&self, _n: usize, _to: usize) -> bool {

@@ -178,6 +178,11 @@ impl Model {
         self.body.patches()
     }
 
+    /// An image model's body ([`Body::vision`]); `None` for a text model.
+    pub fn vision(&self) -> Option<&vision::VisionBody> {
+        self.body.vision()
+    }
+
     /// Whether a line of `n` tokens may be padded to `to` in a batch ([`Body::pads_alike`]).
     pub fn pads_alike(&self, n: usize, to: usize) -> bool {
         self.body.pads_alike(n, to)

@@ -6,15 +6,43 @@ use std::io::Write;
 use super::{probability, Report};
 use crate::faithfulness::{headline_scores, score, scores, Score};
 
+/// How many patches of an image each score brings into the terminal's table: its largest in
+/// absolute value.
+const PATCHES_SHOWN: usize = 5;
+
+/// The rows of the importance table: every token of a text; an image's leading tokens and
+/// each score's [`PATCHES_SHOWN`] largest patches, in order.
+fn shown_rows(report: &Report, columns: &[(&Score, &[f64])]) -> Vec<usize> {
+    let n = report.tokens.len();
+    let Some(image) = &report.image else {
+        return (0..n).collect();
+    };
+    let lead = n.saturating_sub(image.grid[0] * image.grid[1]);
+    let mut shown = vec![false; n];
+    shown[..lead].fill(true);
+    for (_, values) in columns {
+        let mut patches: Vec<usize> = (lead..n).collect();
+        patches.sort_by(|&a, &b| values[b].abs().total_cmp(&values[a].abs()));
+        for &j in patches.iter().take(PATCHES_SHOWN) {
+            shown[j] = true;
+        }
+    }
+    (0..n).filter(|&j| shown[j]).collect()
+}
+
 /// Writes nothing unless the report has importance scores.
 pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let (Some(importance), Some(evaluation)) = (&report.importance, &report.evaluation) else {
         return Ok(());
     };
     writeln!(out)?;
-    let blank = match importance.score("blank_out") {
-        Some(_) => format!(" (blank-out puts {} in its place)", importance.blank_token),
-        None => String::new(),
+    let blank = match (importance.score("blank_out"), &report.image) {
+        (None, _) => String::new(),
+        (Some(_), None) => format!(" (blank-out puts {} in its place)", importance.blank_token),
+        (Some(_), Some(_)) => format!(
+            " (blank-out makes it a patch of the {})",
+            importance.blank_token
+        ),
     };
     writeln!(
         out,
@@ -38,7 +66,9 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
         write!(out, "  {:>10}", score.label)?;
     }
     writeln!(out)?;
-    for (j, token) in report.tokens.iter().enumerate() {
+    let shown = shown_rows(report, &columns);
+    for &j in &shown {
+        let token = &report.tokens[j];
         write!(out, "  {j:>3}  {token:<width$}")?;
         for (score, values) in &columns {
             match score.signed {
@@ -47,6 +77,13 @@ pub fn write_evaluation(report: &Report, out: &mut dyn Write) -> std::io::Result
             }
         }
         writeln!(out)?;
+    }
+    let hidden = report.tokens.len() - shown.len();
+    if hidden > 0 {
+        writeln!(
+            out,
+            "  {hidden} more patches, each outside every score's {PATCHES_SHOWN} largest in size (--json has them all)"
+        )?;
     }
     if let Some(check) = &importance.integrated_gradients_check {
         let verdict = match check.holds() {

@@ -277,18 +277,18 @@ impl VisionBody {
         })
     }
 
-    /// `[1, lead + rows · cols, hidden]`: the positions for a grid of `rows × cols` patches
-    /// cut from `pixels` = (height, width).
-    fn positions_for(&self, rows: usize, cols: usize, pixels: [usize; 2]) -> Result<Tensor> {
+    /// `[1, lead + rows · cols, hidden]`: the positions for a grid of `rows × cols` patches,
+    /// interpolated where the family does so ([`VisionBody::tokens`] has refused a grid
+    /// where it does not).
+    fn positions_for(&self, rows: usize, cols: usize) -> Result<Tensor> {
         let trained = (self.image[0] / self.patch, self.image[1] / self.patch);
-        if (rows, cols) == trained && (self.resize != Resize::Refuse || pixels == self.image) {
+        if (rows, cols) == trained {
             return Ok(self.positions.clone());
         }
         if self.resize == Resize::Refuse {
             return Err(Error::InputKind(format!(
-                "the image reaches the model as {} × {} pixels, and this checkpoint's positions \
-                 are for {} × {}: its preprocessor_config.json should resize and crop to that",
-                pixels[0], pixels[1], self.image[0], self.image[1]
+                "a grid of {rows} × {cols} patches, and this checkpoint's positions are for {} × {}",
+                trained.0, trained.1
             )));
         }
         let mut resized = self.resized.lock().unwrap_or_else(|e| e.into_inner());
@@ -316,19 +316,14 @@ impl VisionBody {
         resized.insert((rows, cols), whole.clone());
         Ok(whole)
     }
-}
 
-impl Body for VisionBody {
-    /// The pixel values themselves: `[b, channels, H, W]` f32.
-    fn embed_words(&self, pixels: &Tensor) -> Result<Tensor> {
-        Ok(pixels.clone())
-    }
-
-    /// `pixels`: `[b, channels, H, W]` → `[b, lead + registers + rows · cols, hidden]`: each
-    /// whole patch projected (a remainder of less than a patch at the right or bottom is
-    /// left out, as the convolution leaves it), the leading tokens before them, positions
-    /// added, registers put after the class token.
-    fn embed(&self, pixels: &Tensor, _types: Option<&Tensor>) -> Result<Tensor> {
+    /// `pixels`: `[b, channels, H, W]` → the tokens before positions, `[b, lead + registers
+    /// + rows · cols, hidden]` in the model's order (the class token, the registers, the
+    /// distillation token, the patches row by row: each whole patch projected, a remainder
+    /// of less than a patch at the right or bottom left out, as the convolution leaves it),
+    /// and the grid (rows, cols). What importance scores differentiate and blank
+    /// ([`crate::faithfulness::Picture`]); [`VisionBody::place`] adds the positions.
+    pub fn tokens(&self, pixels: &Tensor) -> Result<(Tensor, (usize, usize))> {
         let (b, c, height, width) = pixels.dims4().map_err(|_| {
             Error::InputKind("an image model reads pixel values [b, channels, H, W]".into())
         })?;
@@ -345,6 +340,13 @@ impl Body for VisionBody {
                 "the image reaches the model as {height} × {width} pixels, smaller than one {p} × {p} patch"
             )));
         }
+        if self.resize == Resize::Refuse && [height, width] != self.image {
+            return Err(Error::InputKind(format!(
+                "the image reaches the model as {height} × {width} pixels, and this checkpoint's \
+                 positions are for {} × {}: its preprocessor_config.json should resize and crop to that",
+                self.image[0], self.image[1]
+            )));
+        }
         let cut = pixels
             .narrow(2, 0, rows * p)?
             .narrow(3, 0, cols * p)?
@@ -353,23 +355,75 @@ impl Body for VisionBody {
             .reshape((b, rows * cols, c * p * p))?;
         let patches = self.projection.forward(&cut)?;
         let (_, lead, h) = self.lead.dims3()?;
-        let tokens = Tensor::cat(&[self.lead.broadcast_as((b, lead, h))?, patches], 1)?;
-        let tokens = tokens.broadcast_add(&self.positions_for(rows, cols, [height, width])?)?;
-        Ok(match &self.registers {
+        let lead = self.lead.broadcast_as((b, lead, h))?;
+        let tokens = match &self.registers {
             Some(registers) => {
                 let r = registers.dim(1)?;
-                let n = tokens.dim(1)?;
+                let rest = lead.dim(1)? - 1;
                 Tensor::cat(
                     &[
-                        tokens.narrow(1, 0, 1)?,
+                        lead.narrow(1, 0, 1)?,
                         registers.broadcast_as((b, r, h))?,
-                        tokens.narrow(1, 1, n - 1)?,
+                        lead.narrow(1, 1, rest)?,
+                        patches,
                     ],
                     1,
                 )?
             }
-            None => tokens,
-        })
+            None => Tensor::cat(&[lead, patches], 1)?,
+        };
+        Ok((tokens, (rows, cols)))
+    }
+
+    /// [`VisionBody::tokens`]' output `[b, n, hidden]` for a grid of `rows × cols` patches
+    /// → what the first layer reads: the positions added (none to the registers).
+    pub fn place(&self, tokens: &Tensor, (rows, cols): (usize, usize)) -> Result<Tensor> {
+        let positions = self.positions_for(rows, cols)?;
+        let positions = match &self.registers {
+            Some(registers) => {
+                let (r, n) = (registers.dim(1)?, positions.dim(1)?);
+                let none = Tensor::zeros(
+                    (1, r, positions.dim(2)?),
+                    positions.dtype(),
+                    positions.device(),
+                )?;
+                Tensor::cat(
+                    &[
+                        positions.narrow(1, 0, 1)?,
+                        none,
+                        positions.narrow(1, 1, n - 1)?,
+                    ],
+                    1,
+                )?
+            }
+            None => positions,
+        };
+        Ok(tokens.broadcast_add(&positions)?)
+    }
+
+    /// `[1, 1, hidden]`: the token of a patch whose pixel values are all 0 (the processor's
+    /// mean pixel, where it normalises): the projection's bias.
+    pub fn blank(&self) -> Result<Tensor> {
+        let h = self.projection.weight().dim(0)?;
+        let bias = match self.projection.bias() {
+            Some(bias) => bias.clone(),
+            None => Tensor::zeros(h, self.lead.dtype(), self.lead.device())?,
+        };
+        Ok(bias.reshape((1, 1, h))?)
+    }
+}
+
+impl Body for VisionBody {
+    /// The pixel values themselves: `[b, channels, H, W]` f32.
+    fn embed_words(&self, pixels: &Tensor) -> Result<Tensor> {
+        Ok(pixels.clone())
+    }
+
+    /// `pixels`: `[b, channels, H, W]` → `[b, lead + registers + rows · cols, hidden]`: the
+    /// tokens ([`VisionBody::tokens`]) with their positions ([`VisionBody::place`]).
+    fn embed(&self, pixels: &Tensor, _types: Option<&Tensor>) -> Result<Tensor> {
+        let (tokens, grid) = self.tokens(pixels)?;
+        self.place(&tokens, grid)
     }
 
     fn forward(
@@ -411,6 +465,10 @@ impl Body for VisionBody {
     /// There is no word table: the patch projection stands in (a head never shares it).
     fn word_table(&self) -> &Tensor {
         self.projection.weight()
+    }
+
+    fn vision(&self) -> Option<&VisionBody> {
+        Some(self)
     }
 
     fn patches(&self) -> Option<Patches> {
