@@ -509,7 +509,7 @@ fn importance_scores_of_images_agree_with_the_reference() {
                 .unwrap_or_else(|| panic!("{name}: no {score} × {method}"));
             let pair = |v: &[Option<f64>]| v.iter().map(|x| x.unwrap()).collect::<Vec<_>>();
             let what = format!("{name}: ρ({score}, {method})");
-            assert_rows(&what, &[pair(g)], &[pair(&w)], 1e-9);
+            assert_rows(&what, &[pair(g)], &[pair(w)], 1e-9);
             compared += 1;
         }
         assert!(compared >= 15, "{name}: {compared} correlations compared");
