@@ -148,8 +148,8 @@ fn page_with_every_method_works_in_chromium() {
     );
 }
 
-/// An image's page: the picture under its patches, the slider, the method switch and the
-/// row of overlays by layer (tests/browser/check-image-report.mjs).
+/// An image's page: the picture under its patches, the slider, the method switch, the row of
+/// overlays by layer and the importance scores' (tests/browser/check-image-report.mjs).
 #[test]
 fn page_of_an_image_works_in_chromium() {
     if !common::browser_available() {
@@ -160,6 +160,11 @@ fn page_of_an_image_works_in_chromium() {
     check_with(
         "check-image-report.mjs",
         "dinov2-registers-tall",
-        &["--model", model.to_str().unwrap(), image.to_str().unwrap()],
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "--evaluate",
+            image.to_str().unwrap(),
+        ],
     );
 }

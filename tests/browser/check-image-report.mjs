@@ -2,7 +2,8 @@
 // it works offline: the picture is drawn under a grid of the report's patches, moving the
 // layer slider and switching the method change the patches' tints, each patch carries its
 // value, the tokens before the patches are listed apart, and the row of overlays (one per
-// layer) picks the layer. Writes a screenshot.
+// layer) picks the layer; with --evaluate, one overlay per importance score. Writes a
+// screenshot.
 //
 // Usage: node check-image-report.mjs REPORT.html SCREENSHOT.png
 // Prints one JSON line with what it saw; exits 1 with the reasons when a check fails.
@@ -52,10 +53,28 @@ try {
   check(await page.locator(`#layers .overlay.selected[data-layer="${layers}"]`).count() === 1, "the picked layer is not marked");
 
   check(report.prediction === null || (await page.locator("#prediction .bars tr").count()) > 0, "the labels are missing");
+
+  // With --evaluate: one overlay per headline importance score, each patch with its value.
+  let scores = 0;
+  if (report.importance) {
+    const headline = await page.evaluate(() =>
+      JSON.parse(document.getElementById("report-data").textContent).scores.map((s) => s.name));
+    const shown = headline.filter((name) => Array.isArray(report.importance[name]));
+    scores = await page.locator("#importance .scores figure").count();
+    check(scores === shown.length && scores > 0, `${scores} importance overlays, want ${shown.length}`);
+    const first = shown[0];
+    const values = report.importance[first];
+    const want = values[values.length - 1].toFixed(4);
+    const cell = `#importance figure[data-score="${first}"] .patch[data-patch="${rows * cols - 1}"]`;
+    const said = await page.getAttribute(cell, "title");
+    check(said && said.endsWith(`r${rows - 1} c${cols - 1}: ${want}`), `${first}'s last patch says ${JSON.stringify(said)}, want ${want}`);
+    const tinted = await page.$$eval(`#importance figure[data-score="${first}"] .patch`, (cells) => cells.map((c) => c.style.background));
+    check(new Set(tinted).size > 1, "the importance overlay is not tinted");
+  }
   await page.screenshot({ path: screenshot, fullPage: true });
   check(errors.length === 0, `console errors: ${errors.join("; ")}`);
   check(requests.length === 0, `network requests: ${requests.join(", ")}`);
-  seen = { patches: initial.length, layers, strip, leading, errors, requests, screenshot };
+  seen = { patches: initial.length, layers, strip, scores, leading, errors, requests, screenshot };
 } catch (e) {
   failures.push(`browser check crashed: ${e.stack || e}`);
 } finally {

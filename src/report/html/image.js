@@ -7,6 +7,8 @@
 "use strict";
 
 const VEIL = 0.8;
+// How strongly the largest importance score tints its patch over the picture.
+const TINT = 0.75;
 
 // The shown tokens as the grid's cells (-1 where a patch is not shown) and the others.
 function patchIndex() {
@@ -90,4 +92,37 @@ function paintImage(row) {
     paintOverlay(small, maps[l - 1], `${name(state.method)}, layer ${l}`);
     small.classList.toggle("selected", l === state.layer);
   });
+}
+
+// Tints `box`'s patches by an importance score over the tokens, on its own scale (its largest
+// patch in size): red where a patch raises the prediction, blue where it lowers it.
+function paintScore(box, values, label) {
+  const { cols, cells } = patchIndex();
+  const patch = cells.map((j) => (j < 0 ? 0 : values[j]));
+  const largest = Math.max(...patch.map(Math.abs), 1e-12);
+  box.querySelectorAll(".patch").forEach((cell, k) => {
+    const t = patch[k] / largest;
+    const [r, g, b] = data.diverging[t >= 0 ? 0 : 1];
+    cell.style.background = data.picture
+      ? `rgba(${r}, ${g}, ${b}, ${(TINT * Math.abs(t)).toFixed(3)})` : css(diverging(t));
+    cell.title = `${label}, r${Math.floor(k / cols)} c${k % cols}: ${fixed(patch[k])}`;
+  });
+  return largest;
+}
+
+// The importance scores as a row of overlays, one per headline score.
+function imageImportance(found) {
+  const strip = el("div", { class: "scores" });
+  for (const score of found.shown) {
+    const small = overlay(160);
+    const largest = paintScore(small, found.scored[score.name], score.label);
+    const range = score.signed ? `±${fixed(largest)}` : `0 to ${fixed(largest)}`;
+    const figure = el("figure", { "data-score": score.name });
+    figure.append(small, el("figcaption", {}, `${score.label} ${range}`));
+    strip.append(figure);
+  }
+  const note = el("p", { class: "note" }, `Each patch's importance for “${found.word}”: red where ` +
+    "it raises the prediction, blue where it lowers it, each panel on its own scale " +
+    "(hover a patch for its value)");
+  return [note, strip];
 }

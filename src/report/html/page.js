@@ -312,6 +312,10 @@ function paintImportance() {
   const found = importance();
   box.hidden = !found;
   if (!found) return;
+  if (IMAGE) {
+    box.replaceChildren(el("h2", {}, "Importance"), ...imageImportance(found));
+    return;
+  }
   const table = el("table", { class: "heatmap importance" });
   const note = el("p", { class: "note" }, `Each token's importance for “${found.word}” ` +
     "(each row on its own scale; red raises it, blue lowers it; hover a cell for its value)");

@@ -5,18 +5,20 @@
 //! where the map is high (without the picture, the patches in the figures' colour ramp). The
 //! tokens before the patches
 //! ([CLS], [DIST], registers) are never drawn into the grid: each panel says what share of
-//! the map they hold.
+//! the map they hold. With importance scores, a last row: one panel per headline score.
 
 use std::fmt::Write as _;
 
-use super::{esc, FONT_FAMILY, INK, MARGIN, MUTED, TARGET};
-use crate::report::colour::{hex, ramp};
+use super::{esc, importance_rows, FONT_FAMILY, INK, MARGIN, MUTED, TARGET};
+use crate::report::colour::{diverging, hex, ramp};
 use crate::report::patches::{patch_map, PatchMap};
 use crate::report::picture::data_uri;
 use crate::report::{probability, Prediction, View};
 
 /// How dark the veil over a patch of no relevance is.
 const VEIL: f64 = 0.8;
+/// How strongly the largest importance score tints its patch over the picture.
+const SCORE_TINT: f64 = 0.75;
 const TOP: i64 = 100;
 const LABEL_W: i64 = 150;
 const GAP: i64 = 8;
@@ -29,12 +31,16 @@ pub fn image_figure(view: &View) -> String {
     };
     let [rows, cols] = image.grid;
     let maps = maps(view);
-    // Panels as wide as a row of every layer allows, 56 to 160 pixels.
-    let side = (960 / (r.layers as i64 + 1)).clamp(56, 160);
+    let scores = importance_rows(view);
+    // Panels as wide as a row of every layer allows, 56 to 160 pixels; a row of importance
+    // scores (one panel each) under the maps where the report has them.
+    let columns = r.layers.max(scores.len()) as i64 + 1;
+    let side = (960 / columns).clamp(56, 160);
     let (pw, ph) = (side, (side * rows as i64 / cols.max(1) as i64).max(8));
     let row_h = ph + 34;
-    let width = MARGIN + LABEL_W + (r.layers as i64 + 1) * (pw + GAP) + MARGIN;
-    let height = TOP + maps.len() as i64 * row_h + MARGIN;
+    let width = MARGIN + LABEL_W + columns * (pw + GAP) + MARGIN;
+    let score_rows = i64::from(!scores.is_empty());
+    let height = TOP + (maps.len() as i64 + score_rows) * row_h + MARGIN;
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" \
          width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" \
@@ -86,8 +92,86 @@ pub fn image_figure(view: &View) -> String {
             );
         }
     }
+    if let (Some(importance), false) = (&r.importance, scores.is_empty()) {
+        let y = TOP + maps.len() as i64 * row_h;
+        let label = format!("Importance for {}", importance.word);
+        let _ = writeln!(
+            svg,
+            "<text x=\"{MARGIN}\" y=\"{}\" font-size=\"13\">{}</text>",
+            y + ph / 2 + 4,
+            esc(&label)
+        );
+        if photo.is_some() {
+            let _ = writeln!(svg, "<use href=\"#photo\" x=\"{x0}\" y=\"{y}\"/>");
+        }
+        for (k, (score, values)) in scores.iter().enumerate() {
+            let Some(map) = patch_map(view, values) else {
+                continue;
+            };
+            let x = x0 + (k as i64 + 1) * (pw + GAP);
+            let largest = score_overlay(&mut svg, &map, (x, y), (pw, ph), photo.is_some());
+            let range = match score.signed {
+                true => format!("±{largest:.3}"),
+                false => format!("0 to {largest:.3}"),
+            };
+            let _ = writeln!(
+                svg,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" \
+                 fill=\"{MUTED}\">{} {range}</text>",
+                x + pw / 2,
+                y + ph + 14,
+                esc(score.label)
+            );
+        }
+    }
     svg += "</svg>\n";
     svg
+}
+
+/// One importance score's panel on its own scale (the largest patch in size): red where a
+/// patch raises the prediction, blue where it lowers it, over the picture as strongly as
+/// the patch's share of the largest (the picture shows through where a score is near 0).
+/// Returns that largest size.
+fn score_overlay(
+    svg: &mut String,
+    map: &PatchMap,
+    (x, y): (i64, i64),
+    (w, h): (i64, i64),
+    over: bool,
+) -> f64 {
+    if over {
+        let _ = writeln!(svg, "<use href=\"#photo\" x=\"{x}\" y=\"{y}\"/>");
+    }
+    let largest = map
+        .grid
+        .iter()
+        .flatten()
+        .fold(1e-12, |m: f64, v| m.max(v.abs()));
+    let rows = map.grid.len().max(1) as f64;
+    let cols = map.grid.first().map_or(1, Vec::len).max(1) as f64;
+    let (cw, ch) = (w as f64 / cols, h as f64 / rows);
+    for (r, row) in map.grid.iter().enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            let t = v / largest;
+            let (fill, opacity) = match over {
+                true => (hex(diverging(t.signum())), SCORE_TINT * t.abs()),
+                false => (hex(diverging(t)), 1.0),
+            };
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{:.2}\" y=\"{:.2}\" width=\"{cw:.2}\" height=\"{ch:.2}\" \
+                 fill=\"{fill}\" fill-opacity=\"{opacity:.3}\"><title>r{r} c{c}: {v:.4}</title></rect>",
+                x as f64 + c as f64 * cw,
+                y as f64 + r as f64 * ch,
+            );
+        }
+    }
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" fill=\"none\" stroke=\"#999\" \
+         stroke-width=\"0.5\"/>"
+    );
+    largest
 }
 
 /// Each map's layers, split: attention's raw, rollout and flow, then each other method's
@@ -174,7 +258,7 @@ fn header(svg: &mut String, view: &View) {
         esc(&title)
     );
     let image = r.image.as_ref().expect("an image report");
-    let notes = [
+    let mut notes = vec![
         format!(
             "{} × {} pixels as {} × {} patches · {} layers × {} heads",
             image.width, image.height, image.grid[0], image.grid[1], r.layers, r.heads
@@ -183,6 +267,13 @@ fn header(svg: &mut String, view: &View) {
          patch clear); under it, the patches' share"
             .to_string(),
     ];
+    if let Some(importance) = &r.importance {
+        notes.push(format!(
+            "importance: red where a patch raises p({}), blue where it lowers it, the largest \
+             in size strongest (blank-out makes a patch the {})",
+            importance.word, importance.blank_token
+        ));
+    }
     for (k, note) in notes.iter().enumerate() {
         let _ = writeln!(
             svg,

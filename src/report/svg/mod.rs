@@ -213,7 +213,7 @@ fn header(svg: &mut String, view: &View) {
 const IMPORTANCE_ROW: i64 = 18;
 
 /// The headline importance scores the report has (`--evaluate`, `--lrp`), in report order.
-fn importance_rows(view: &View) -> Vec<(&'static Score, &[f64])> {
+pub(super) fn importance_rows(view: &View) -> Vec<(&'static Score, &[f64])> {
     let Some(importance) = &view.report.importance else {
         return Vec::new();
     };
