@@ -544,3 +544,56 @@ fn importance_scores_of_images_agree_with_the_reference() {
         }
     }
 }
+
+/// `--lrp` on images against LXT 2.1 (scripts/reference/vision_lrp_reference.py: its rules on
+/// transformers' vision modules, relevance at the tokens before positions): AttnLRP and
+/// CP-LRP within SPEC §9's 1e-4 of the largest |R|, the explained logit and each rule set's
+/// sum likewise.
+#[test]
+fn lrp_of_images_agrees_with_lxt() {
+    use bert_explain::explain::EvaluateOptions;
+    let dir = repo().join("tests/fixtures/lrp-vision");
+    let text = std::fs::read_to_string(dir.join("cases.json")).unwrap();
+    let cases: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(cases.len(), 5);
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
+        let want: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let explainer = explainer(want["model"].as_str().unwrap());
+        let options = ExplainOptions {
+            evaluate: Some(EvaluateOptions {
+                only: Some("lrp"),
+                ..EvaluateOptions::default()
+            }),
+            ..ExplainOptions::default()
+        };
+        let pixels = want["pixels"].as_str().unwrap();
+        let stem = pixels.trim_start_matches("tests/fixtures/vision/");
+        let report = explainer
+            .explain_input(
+                Input::Pixels(&self::pixels(stem.trim_end_matches(".pixels.npy"))),
+                &options,
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let tokens: Vec<String> = serde_json::from_value(want["tokens"].clone()).unwrap();
+        assert_eq!(report.tokens, tokens, "{name}");
+        let got = report.importance.as_ref().unwrap();
+        assert_eq!(got.id, want["label_id"].as_u64().unwrap() as u32, "{name}");
+        let check = got.lrp_check.as_ref().unwrap();
+        for score in ["attnlrp", "cp_lrp"] {
+            let w: Vec<f64> = serde_json::from_value(want[score].clone()).unwrap();
+            let largest = w.iter().fold(0.0, |m: f64, v| m.max(v.abs()));
+            let tolerance = 1e-4 * largest;
+            let g = got.score(score).unwrap().to_vec();
+            assert_rows(&format!("{name}: {score}"), &[g], &[w], tolerance);
+            let sum = want[format!("{score}_sum")].as_f64().unwrap();
+            assert!(
+                (check.sum[score] - sum).abs() <= tolerance,
+                "{name}: {score}'s sum"
+            );
+        }
+        let logit = want["logit"].as_f64().unwrap();
+        assert!((check.logit - logit).abs() <= 1e-5, "{name}: logit");
+    }
+}
