@@ -597,3 +597,61 @@ fn lrp_of_images_agrees_with_lxt() {
         assert!((check.logit - logit).abs() <= 1e-5, "{name}: logit");
     }
 }
+
+/// The terminal's importance table for an image: the leading tokens, each score's five
+/// largest patches in size, a line for the patches left out, the blank named; the JSON of
+/// the same command has every token's scores.
+#[test]
+fn the_terminal_lists_an_images_most_important_patches() {
+    let model = repo().join("models/tiny-dinov2-registers-cls");
+    let image = repo().join("tests/fixtures/vision/images/shapes.png");
+    let args = ["--model", model.to_str().unwrap(), "--evaluate"];
+    let output = common::bin().args(args).arg(&image).output().unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let table: Vec<&str> = (text.lines())
+        .skip_while(|l| !l.starts_with("Importance of each token"))
+        .collect();
+    assert!(
+        table[0].ends_with("(blank-out makes it a patch of the mean pixel)"),
+        "{}",
+        table[0]
+    );
+    let report: Report = common::report_of(common::bin().args(args).arg("--json").arg(&image));
+    let importance = report.importance.unwrap();
+    let rows: Vec<usize> = (table[2..].iter())
+        .take_while(|l| !l.contains("more patches"))
+        .map_while(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    // What the table should show: [CLS], the registers, and the patches among some headline
+    // score's five largest in size.
+    let n = report.tokens.len();
+    let mut want = vec![0, 1, 2];
+    for j in 3..n {
+        let among_largest = |values: &[f64]| {
+            values[3..]
+                .iter()
+                .filter(|v| v.abs() > values[j].abs())
+                .count()
+                < 5
+        };
+        let scores = bert_explain::faithfulness::headline_scores();
+        if scores
+            .filter_map(|s| importance.score(s.name))
+            .any(among_largest)
+        {
+            want.push(j);
+        }
+    }
+    assert_eq!(rows, want);
+    assert!(rows.len() < n, "every patch shown: {rows:?}");
+    let left_out = format!(
+        "  {} more patches, each outside every score's 5 largest",
+        n - rows.len()
+    );
+    assert!(
+        table[2 + rows.len()].starts_with(&left_out),
+        "{}",
+        table[2 + rows.len()]
+    );
+}
