@@ -243,6 +243,19 @@ fn the_figure_overlays_each_layer_on_the_picture() {
         text.contains("[DIST]"),
         "the distillation token is reported apart"
     );
+    // With --lrp, a last row: one panel per relevance (AttnLRP, CP-LRP).
+    let scored = common::bin()
+        .arg("--model")
+        .arg(repo().join("models/tiny-deit-teacher"))
+        .arg(repo().join("tests/fixtures/vision/images/square.png"))
+        .args(["--lrp", "--figure"])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(scored.status.success());
+    let with_scores = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(with_scores.matches("<title>r3 c3: ").count(), 9 + 2);
+    assert!(with_scores.contains(">AttnLRP ±") && with_scores.contains(">CP-LRP ±"));
     let bytes = std::fs::read(&png).unwrap();
     assert!(
         bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,

@@ -67,43 +67,43 @@ pub fn image_figure(view: &View) -> String {
             l + 1
         );
     }
-    for (k, (name, layers)) in maps.iter().enumerate() {
-        let y = TOP + k as i64 * row_h;
+    // A row's label at the left, and the picture where the page has it.
+    let row_start = |svg: &mut String, y: i64, label: &str| {
         let _ = writeln!(
             svg,
             "<text x=\"{MARGIN}\" y=\"{}\" font-size=\"13\">{}</text>",
             y + ph / 2 + 4,
-            esc(name)
+            esc(label)
         );
         if photo.is_some() {
             let _ = writeln!(svg, "<use href=\"#photo\" x=\"{x0}\" y=\"{y}\"/>");
         }
+    };
+    // A panel's caption under it, with a hover.
+    let caption = |svg: &mut String, (x, y): (i64, i64), text: &str, hover: &str| {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" \
+             fill=\"{MUTED}\">{}<title>{}</title></text>",
+            x + pw / 2,
+            y + ph + 14,
+            esc(text),
+            esc(hover)
+        );
+    };
+    for (k, (name, layers)) in maps.iter().enumerate() {
+        let y = TOP + k as i64 * row_h;
+        row_start(&mut svg, y, name);
         for (l, map) in layers.iter().enumerate() {
             let x = x0 + (l as i64 + 1) * (pw + GAP);
             overlay(&mut svg, map, (x, y), (pw, ph), photo.is_some());
             let label = format!("patches {:.2}", map.patch_total());
-            let _ = writeln!(
-                svg,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" \
-                 fill=\"{MUTED}\">{label}<title>{}</title></text>",
-                x + pw / 2,
-                y + ph + 14,
-                esc(&leading_note(map))
-            );
+            caption(&mut svg, (x, y), &label, &leading_note(map));
         }
     }
     if let (Some(importance), false) = (&r.importance, scores.is_empty()) {
         let y = TOP + maps.len() as i64 * row_h;
-        let label = format!("Importance for {}", importance.word);
-        let _ = writeln!(
-            svg,
-            "<text x=\"{MARGIN}\" y=\"{}\" font-size=\"13\">{}</text>",
-            y + ph / 2 + 4,
-            esc(&label)
-        );
-        if photo.is_some() {
-            let _ = writeln!(svg, "<use href=\"#photo\" x=\"{x0}\" y=\"{y}\"/>");
-        }
+        row_start(&mut svg, y, &format!("Importance for {}", importance.word));
         for (k, (score, values)) in scores.iter().enumerate() {
             let Some(map) = patch_map(view, values) else {
                 continue;
@@ -114,14 +114,8 @@ pub fn image_figure(view: &View) -> String {
                 true => format!("±{largest:.3}"),
                 false => format!("0 to {largest:.3}"),
             };
-            let _ = writeln!(
-                svg,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" \
-                 fill=\"{MUTED}\">{} {range}</text>",
-                x + pw / 2,
-                y + ph + 14,
-                esc(score.label)
-            );
+            let label = format!("{} {range}", score.label);
+            caption(&mut svg, (x, y), &label, &leading_note(&map));
         }
     }
     svg += "</svg>\n";
