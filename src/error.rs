@@ -121,7 +121,7 @@ pub enum Error {
     #[error("--label {given:?} is not one of this classifier's labels ({labels}); give a label's name or id")]
     UnknownLabel { given: String, labels: String },
 
-    #[error("{option} applies to {applies}, but {model} is a {task} model; leave {option} out")]
+    #[error("{option} applies to {applies}, but {model} is {} {task} model; leave {option} out", article(.task))]
     OptionForOtherTask {
         option: String,
         applies: String,
@@ -308,3 +308,11 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// "a" or "an" before `word` (a task's name: masked-lm, encoder, image-classification…).
+fn article(word: &str) -> &'static str {
+    match word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        true => "an",
+        false => "a",
+    }
+}

@@ -141,6 +141,13 @@ def _attention(attention: Any) -> Tuple[bytes, list, str]:
     return data.tobytes(), list(data.shape), precision
 
 
+def _image(image: Union[PathLike, bytes]) -> Union[str, bytes]:
+    """An image as the native module takes it: its bytes, or its path as text."""
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        return bytes(image)
+    return os.fspath(image)
+
+
 def _given(**options: Any) -> dict:
     """The options the caller gave (not None, not False), in the native module's spelling."""
     given = {}
@@ -386,6 +393,60 @@ class Explainer:
             figure_token=figure_token,
         )
         return Report(json.loads(self._native.explain([text], options)[0]))
+
+    def explain_image(
+        self,
+        image: Union[PathLike, bytes],
+        *,
+        target: Optional[int] = None,
+        all_positions: bool = False,
+        no_flow: bool = False,
+        mixing: Optional[Union[str, Sequence[str]]] = None,
+        fusion: Optional[str] = None,
+        residual: Optional[float] = None,
+        discard_ratio: Optional[float] = None,
+        evaluate: bool = False,
+        lrp: bool = False,
+        label: Optional[Union[str, int]] = None,
+        correlate_without_specials: bool = False,
+        ig_steps: Optional[int] = None,
+        hide_special: bool = False,
+        figure: Optional[Union[PathLike, Sequence[PathLike]]] = None,
+        html: Optional[PathLike] = None,
+    ) -> Report:
+        """The report of ``bert-explain --model M IMAGE --json`` for a model that reads images
+        (ViT, DeiT, DINOv2; SPEC §10), ``image`` a file's path or its bytes (PNG, JPEG, WebP,
+        GIF), with the keywords of :meth:`explain` that apply to an image and
+        ``discard_ratio`` (``--discard-ratio``)."""
+        options = _given(
+            target=target,
+            all_positions=all_positions,
+            no_flow=no_flow,
+            mixing=mixing,
+            fusion=fusion,
+            residual=residual,
+            discard_ratio=discard_ratio,
+            evaluate=evaluate,
+            lrp=lrp,
+            label=None if label is None else str(label),
+            correlate_without_specials=correlate_without_specials,
+            ig_steps=ig_steps,
+            hide_special=hide_special,
+            figure=figure,
+            html=html,
+        )
+        return Report(json.loads(self._native.explain_images([_image(image)], options)[0]))
+
+    def explain_images(self, images: Iterable[Union[PathLike, bytes]], **options: Any) -> list:
+        """One report per image (a path or a file's bytes), with the options of
+        :meth:`explain_image` applied to each (``figure`` and ``html`` only with one image);
+        the first image that fails raises. Images of one size share forward passes,
+        ``batch_size`` (default 8) at a time."""
+        if "label" in options and options["label"] is not None:
+            options["label"] = str(options["label"])
+        given = [_image(image) for image in images]
+        reports = self._native.explain_images(given, _given(**options))
+        return [Report(json.loads(report)) for report in reports]
 
     def explain_batch(self, texts: Iterable[str], **options: Any) -> list:
         """One report per text, with the options of :meth:`explain` applied to each

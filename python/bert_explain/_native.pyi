@@ -4,7 +4,7 @@ Use the package's functions (bert_explain/__init__.py), which convert arrays and
 these take arrays as f64 bytes with their shape and return reports as JSON text.
 """
 
-from typing import Optional
+from typing import Optional, Union
 
 class UsageError(ValueError):
     """A mistake in the input: where the command line exits with status 2."""
@@ -47,6 +47,10 @@ class Explainer:
     def family(self) -> str: ...
     def explain(self, texts: list[str], options: Optional[dict] = None) -> list[str]:
         """The JSON report of each text."""
+    def explain_images(
+        self, images: list[Union[str, bytes]], options: Optional[dict] = None
+    ) -> list[str]:
+        """The JSON report of each image (a path or a file's bytes)."""
     def batch_records(
         self, lines: list[tuple[int, str]], options: Optional[dict] = None
     ) -> list[Optional[str]]:

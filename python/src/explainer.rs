@@ -1,8 +1,9 @@
-//! A loaded checkpoint for Python: texts (or a causal model's prompts) in, the command line's
-//! JSON reports out; batch mode's records one line at a time (for Ray), and its evaluation
+//! A loaded checkpoint for Python: texts (or a causal model's prompts, or images) in, the
+//! command line's JSON reports out; batch mode's records one line at a time (for Ray), and its evaluation
 //! summary.
 
 use std::io::Cursor;
+use std::path::PathBuf;
 
 use bert_explain::batch::{explain_records, is_blank, Batch};
 use bert_explain::causal::{CausalExplainer, CausalOptions};
@@ -11,6 +12,7 @@ use bert_explain::cli::{
 };
 use bert_explain::explain::Input;
 use bert_explain::faithfulness::correlations::{Evaluation, Summary};
+use bert_explain::image::{decode_keyed, read_keyed, Decoded, FILE_LIMIT};
 use bert_explain::input::{Line, Lines, LINE_LIMIT};
 use bert_explain::report::{Explained, Format, GeneratedView, OutputFile};
 use bert_explain::{DeviceChoice, ExplainOptions, Loaded, ModelSource};
@@ -154,9 +156,48 @@ impl Explainer {
             ));
         }
         match &self.inner {
-            Loaded::Encoder(inner) => explain_texts(py, inner, &texts, &options),
+            Loaded::Encoder(inner) => {
+                let inputs: Vec<Input> = texts.iter().map(|t| Input::Text(t)).collect();
+                explain_inputs(py, inner, &inputs, &options)
+            }
             Loaded::Causal(inner) => explain_prompts(py, inner, &texts, &options),
         }
+    }
+
+    /// The JSON report of each image (a path, or a file's bytes), for a model that reads
+    /// images, as `bert-explain --json` prints it; the first image that fails raises.
+    /// Figures and the page take one image.
+    #[pyo3(signature = (images, options = None))]
+    fn explain_images(
+        &self,
+        py: Python<'_>,
+        images: Vec<Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Vec<String>> {
+        let options = self.options(options, true)?;
+        if images.len() != 1 && (!options.figures.is_empty() || options.html.is_some()) {
+            return Err(usage(
+                "figure and html draw one image; explain the images one at a time to draw them",
+            ));
+        }
+        let inner = match &self.inner {
+            Loaded::Encoder(inner) if inner.reads_images() => inner,
+            _ => {
+                return Err(usage(format!(
+                    "{} reads texts, not images; give it texts with explain()",
+                    self.model
+                )))
+            }
+        };
+        let decoded = images
+            .iter()
+            .map(|image| match image.cast::<PyBytes>() {
+                Ok(bytes) => decode_bytes(bytes.as_bytes()),
+                Err(_) => read_keyed(&image.extract::<PathBuf>()?).map_err(to_py),
+            })
+            .collect::<PyResult<Vec<Decoded>>>()?;
+        let inputs: Vec<Input> = decoded.iter().map(Input::Image).collect();
+        explain_inputs(py, inner, &inputs, &options)
     }
 
     /// Batch mode's output line for each `(line number, line)` of a batch file (the line as
@@ -216,24 +257,34 @@ impl Explainer {
     }
 }
 
-/// The report of each text, and the figure and page of the one text there may be.
-fn explain_texts(
+/// An image file's bytes decoded, bounded as a file on disk is.
+fn decode_bytes(bytes: &[u8]) -> PyResult<Decoded> {
+    if bytes.len() as u64 > FILE_LIMIT {
+        return Err(usage(format!(
+            "the image is {} bytes, over the {FILE_LIMIT} an image file may have",
+            bytes.len()
+        )));
+    }
+    decode_keyed(bytes).map_err(to_py)
+}
+
+/// The report of each text (or image), and the figure and page of the one there may be.
+fn explain_inputs(
     py: Python<'_>,
     inner: &bert_explain::Explainer,
-    texts: &[String],
+    inputs: &[Input],
     options: &Options,
 ) -> PyResult<Vec<String>> {
     interruptible(py, |watch| {
         let mut files = Some(first_files(options)?);
         let explain = options::watched(&options.explain, watch.progress());
-        let mut reports = Vec::with_capacity(texts.len());
-        // The forward passes of a group of texts at a time (batch_size), each report then
+        let mut reports = Vec::with_capacity(inputs.len());
+        // The forward passes of a group of inputs at a time (batch_size), each report then
         // finished in turn.
-        for chunk in texts.chunks(options.grouping.size) {
+        for chunk in inputs.chunks(options.grouping.size) {
             watch.check()?;
-            let given: Vec<(Input, &ExplainOptions)> = (chunk.iter())
-                .map(|text| (Input::Text(text), &explain))
-                .collect();
+            let given: Vec<(Input, &ExplainOptions)> =
+                chunk.iter().map(|&input| (input, &explain)).collect();
             for forwarded in inner.forward_many(&given, &options.grouping) {
                 watch.check()?;
                 let report = inner.finish(forwarded?, &explain)?;
