@@ -1,6 +1,6 @@
 //! A loaded checkpoint for Python: texts (or a causal model's prompts, or images) in, the
-//! command line's JSON reports out; batch mode's records one line at a time (for Ray), and its evaluation
-//! summary.
+//! command line's JSON reports out; batch mode's records one line at a time (for Ray), and
+//! its evaluation summary.
 
 use std::io::Cursor;
 use std::path::PathBuf;
