@@ -106,8 +106,8 @@ const APPLIES: &[(&str, &[Mode])] = &[
     ("discard_ratio", &[Masked, Attention, Batch]),
 ];
 
-/// The options of an encoder that an image model does not take: a text's, and the
-/// importance scores', which blank and differentiate tokens.
+/// The options of an encoder that an image model does not take: a text's, and the blank
+/// token (an image is blanked by its mean pixel).
 const TEXT_ONLY_OPTIONS: &[&str] = &["pair", "pretokenized", "blank"];
 
 /// The first option given on the command line that `mode` would not use, as a usage error.
