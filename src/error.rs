@@ -115,7 +115,7 @@ pub enum Error {
     #[error("{0}")]
     Device(String),
 
-    #[error("{what} needs a checkpoint with a prediction head (a masked LM or a classifier), and {model} has none; use one that has, such as bert-base-uncased")]
+    #[error("{what} needs a checkpoint with a prediction head (a masked LM or a classifier), and {model} has none; use one that has, such as bert-base-uncased (for images, google/vit-base-patch16-224)")]
     NeedsMlmHead { what: &'static str, model: String },
 
     #[error("--label {given:?} is not one of this classifier's labels ({labels}); give a label's name or id")]
