@@ -660,7 +660,8 @@ fn the_explorer_in_a_browser_picks_labels_and_shows_a_causal_models_heads() {
 
 /// An image model in the explorer (tests/browser/check-explorer-image.mjs): a file chosen
 /// and sent as base64 comes back as the report's page in a frame, with the command line's
-/// numbers; the API takes `"image"`, refuses a text, and says what the model reads.
+/// numbers (LRP's too); the API takes `"image"`, refuses a text, and says what the model
+/// reads.
 #[test]
 fn the_explorer_explains_an_uploaded_image() {
     let vit = model("tiny-vit-cls");
@@ -675,6 +676,10 @@ fn the_explorer_explains_an_uploaded_image() {
     let want = cli(&vit, &[image.to_str().unwrap()]);
     assert_eq!(report["relevance"], want["relevance"]);
     assert_eq!(report["image"], want["image"]);
+    let (status, scored) = served.post("/api/explain", &json!({"image": base64, "lrp": true}));
+    assert_eq!(status, 200, "{scored}");
+    let want = cli(&vit, &["--lrp", image.to_str().unwrap()]);
+    assert_eq!(scored["importance"], want["importance"]);
     let (status, error) = served.post("/api/explain", &json!({"text": "a text"}));
     assert_eq!(status, 400, "{error}");
     assert!(

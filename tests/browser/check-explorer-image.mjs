@@ -1,7 +1,8 @@
 // Drives `bert-explain serve`'s explorer for an image model in headless Chromium: choosing
 // an image file and pressing Explain draws the report's page in a frame (the picture under
 // its patches, the method switch, the layer slider, the row of overlays by layer), with the
-// command line's numbers; the slider in the frame changes the patches' tints. No console
+// command line's numbers; the slider in the frame changes the patches' tints; with LRP
+// ticked, the page's row of relevance overlays. No console
 // errors and no request leaves the server. Writes a screenshot.
 //
 // Usage: node check-explorer-image.mjs URL IMAGE EXPECTED.json SCREENSHOT.png
@@ -42,10 +43,17 @@ try {
   const after = await tints();
   check(JSON.stringify(after) !== JSON.stringify(before), "switching the method in the frame did not change the tints");
   check(await page.isVisible("#image-view .downloads"), "the downloads are not offered");
+  // LRP ticked: the frame's page gains a row of overlays, AttnLRP's and CP-LRP's.
+  check(await page.isVisible("#lrp"), "LRP is not offered for an image classifier");
+  await page.check("#lrp");
+  await page.click("#explain");
+  await frame.locator("#importance .scores figure").first().waitFor({ timeout: 20000 });
+  const scores = await frame.locator("#importance .scores figure").count();
+  check(scores === 2, `${scores} relevance overlays in the frame, want 2 (AttnLRP, CP-LRP)`);
   await page.screenshot({ path: screenshot, fullPage: true });
   check(errors.length === 0, `console errors: ${errors.join("; ")}`);
   check(requests.length === 0, `requests beyond the server: ${requests.join(", ")}`);
-  seen = { patches, title, errors, requests, screenshot };
+  seen = { patches, title, scores, errors, requests, screenshot };
 } catch (e) {
   failures.push(`browser check crashed: ${e.stack || e}`);
 } finally {

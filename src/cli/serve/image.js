@@ -1,6 +1,7 @@
 // bert-explain explorer, an image model's part: an image chosen from the disk is sent as
 // base64 to /api/explain, and the report's own page (the picture under its patches, the
-// method switch, the layer slider, the row of overlays by layer: /api/figure?format=html,
+// method switch, the layer slider, the row of overlays by layer, with LRP a row of overlays
+// by relevance: /api/figure?format=html,
 // drawn from the report the server keeps) is shown in a frame.
 "use strict";
 
@@ -16,13 +17,14 @@ function imageBase64() {
   });
 }
 
-// The request for the chosen image: its bytes and the page's methods and discard ratio.
+// The request for the chosen image: its bytes and the page's methods, LRP and discard ratio.
 async function imageRequest() {
   const image = await imageBase64();
   if (image === null) throw new Error("choose an image file first");
   const body = { image };
   const mixing = [...document.querySelectorAll("#mixings input:checked")].map((c) => c.value);
   if (mixing.length > 0) body.mixing = mixing;
+  if ($("lrp").checked) body.lrp = true;
   const discard = Number($("discard-ratio").value);
   if (discard > 0) body.discard_ratio = discard;
   return body;
@@ -46,7 +48,8 @@ async function explainImage() {
 function startImage() {
   for (const id of ["text-a", "text-b"]) $(id).hidden = true;
   $("compare").closest("label").hidden = true;
-  $("lrp").closest("label").hidden = true;
+  // LRP needs a head: a checkpoint without one has no label to explain.
+  $("lrp").closest("label").hidden = !classifier();
   $("encoder-options").hidden = true;
   const chooser = el("input", { type: "file", id: "image", accept: "image/png,image/jpeg,image/webp,image/gif", "aria-label": "image" });
   $("text-a").before(chooser);
