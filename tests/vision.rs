@@ -189,6 +189,8 @@ fn images_come_from_standard_input_and_batch_lines() {
     let error = |k: usize| records[k]["error"].as_str().unwrap_or_default().to_string();
     assert!(error(1).contains("reads images"), "{}", error(1));
     assert!(error(2).contains("missing.png"), "{}", error(2));
+    let summary = String::from_utf8(output.stderr).unwrap();
+    assert!(summary.contains("3 images (2 failed) in "), "{summary}");
 }
 
 /// A text's options are refused for an image model, with status 2; a text model refuses an

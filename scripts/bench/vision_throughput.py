@@ -440,7 +440,7 @@ def prob_diff(report, probs):
     return max(abs(l["probability"] - probs[l["id"]]) for l in labels)
 
 
-SUMMARY = re.compile(r"(\d+) sentences \((\d+) failed\) in ([\d.]+) s.*?forward passes ([\d.]+) s.*?"
+SUMMARY = re.compile(r"(\d+) (?:sentences|images) \((\d+) failed\) in ([\d.]+) s.*?forward passes ([\d.]+) s.*?"
                      r"the model ([\d.]+) s, attention to the host ([\d.]+) s; reports ([\d.]+) s")
 
 

@@ -73,13 +73,17 @@ fn summary(batch: Batch, outcome: &BatchOutcome, seconds: f64) -> String {
     let (lines, failed) = (outcome.examples, outcome.failed);
     let rate = lines as f64 / seconds.max(1e-9);
     match batch {
-        Batch::Encoder(_, options, _) => {
+        Batch::Encoder(explainer, options, _) => {
             let table = match options.evaluate {
                 Some(_) => outcome.summary.to_string(),
                 None => String::new(),
             };
+            let unit = match explainer.reads_images() {
+                true => "images",
+                false => "sentences",
+            };
             format!(
-                "{table}{lines} sentences ({failed} failed) in {seconds:.2} s: {rate:.1} sentences/s (forward passes {:.2} s on {}: the model {:.2} s, attention to the host {:.2} s; reports {:.2} s on the host, over {} threads)\n",
+                "{table}{lines} {unit} ({failed} failed) in {seconds:.2} s: {rate:.1} {unit}/s (forward passes {:.2} s on {}: the model {:.2} s, attention to the host {:.2} s; reports {:.2} s on the host, over {} threads)\n",
                 outcome.forward_seconds,
                 batch.device_name(),
                 outcome.stages.model,
