@@ -4,8 +4,8 @@
 
 use candle_core::{Var, D};
 
-use super::importance::{host, probability_of};
-use super::{Attributed, Attribution, Score, Subject};
+use super::importance::{host, probability_in};
+use super::{gradient_at_block, Attributed, Attribution, Score, Subject};
 use crate::error::Result;
 
 pub struct Gradients;
@@ -75,19 +75,11 @@ impl Attribution for Gradients {
         // keeps no gradient of an intermediate tensor), then the chain rule back through the
         // block to the word embeddings: ∂p/∂e = (∂h/∂e)ᵀ ∂p/∂h.
         let block = model.embed(words.as_tensor(), type_ids)?;
-        let embedded = Var::from_tensor(&block.detach())?;
-        let p = probability_of(
-            model,
-            embedded.as_tensor(),
-            subject.target,
-            subject.query.id,
-        )?;
+        let id = subject.query.id;
+        let (at_block, _) = gradient_at_block(model, &block, subject.target, |logits| {
+            probability_in(logits, id)
+        })?;
         let missing = || candle_core::Error::Msg("no gradient reached the input embeddings".into());
-        let at_block = p
-            .backward()?
-            .get(embedded.as_tensor())
-            .ok_or_else(missing)?
-            .detach();
         let through = (&block * &at_block)?.sum_all()?;
         let grad = through
             .backward()?

@@ -275,8 +275,12 @@ pub(super) fn probability_of(
     target: usize,
     id: u32,
 ) -> Result<Tensor> {
-    let logits = model.logits(embedded, target)?;
-    let probs = candle_nn::ops::softmax(&logits, D::Minus1)?;
+    probability_in(&model.logits(embedded, target)?, id)
+}
+
+/// p(`id`) from logits `[b, classes]`: `[b]` (a scalar `[]` when b = 1).
+pub(super) fn probability_in(logits: &Tensor, id: u32) -> Result<Tensor> {
+    let probs = candle_nn::ops::softmax(logits, D::Minus1)?;
     Ok(probs.narrow(1, id as usize, 1)?.squeeze(1)?.squeeze(0)?)
 }
 

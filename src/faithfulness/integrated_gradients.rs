@@ -4,8 +4,8 @@
 
 use candle_core::{Tensor, Var, D};
 
-use super::importance::{host, probability, scalar, PAIRS_PER_BATCH};
-use super::{Attributed, Attribution, Check, Completeness, Score, Subject};
+use super::importance::{host, probability, probability_in, scalar, PAIRS_PER_BATCH};
+use super::{gradient_at_block, Attributed, Attribution, Check, Completeness, Score, Subject};
 use crate::error::Result;
 
 pub struct IntegratedGradients;
@@ -38,7 +38,8 @@ impl Attribution for IntegratedGradients {
 /// rule of `query.steps` points (as captum's default): per token, the attributions summed
 /// over the embedding, and their completeness. The points go through the model a few at a
 /// time (fewer the longer the input: each keeps every layer's activations for the backward
-/// pass), so memory stays that of a small batch whatever the steps.
+/// pass, or one layer's where the predictor runs its layers one at a time), so memory stays
+/// that of a small batch whatever the steps.
 fn integrated_gradients(subject: &Subject) -> Result<(Vec<f64>, Completeness)> {
     let (model, query, target) = (subject.model, subject.query, subject.target);
     let (words, types) = (&subject.words.input, &subject.words.types);
@@ -63,11 +64,21 @@ fn integrated_gradients(subject: &Subject) -> Result<(Vec<f64>, Completeness)> {
             .to_dtype(dtype)?
             .reshape((k, 1, 1))?;
         let points = Var::from_tensor(&baseline.broadcast_add(&path.broadcast_mul(&alphas)?)?)?;
-        let p = probability(model, points.as_tensor(), types, target, query.id)?;
+        let block = model.embed(
+            points.as_tensor(),
+            &types.broadcast_as((k, n))?.contiguous()?,
+        )?;
         let weights = Tensor::new(weights, device)?.to_dtype(dtype)?;
-        let weighted = p.reshape(k)?.mul(&weights)?.sum_all()?;
-        let gradients = weighted.backward()?;
-        let grad = gradients.get(points.as_tensor()).ok_or_else(|| {
+        // Σ_k w_k p(point k), differentiated at the block, then through it to the points.
+        let (at_block, _) = gradient_at_block(model, &block, target, |logits| {
+            Ok(probability_in(logits, query.id)?
+                .reshape(k)?
+                .mul(&weights)?
+                .sum_all()?)
+        })?;
+        let through = (&block * &at_block)?.sum_all()?;
+        let grad = through.backward()?.get(points.as_tensor()).cloned();
+        let grad = grad.ok_or_else(|| {
             candle_core::Error::Msg("no gradient reached the path's embeddings".into())
         })?;
         total = (total + grad.sum_keepdim(0)?)?;

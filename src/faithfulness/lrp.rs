@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{IndexOp, Var, D};
+use candle_core::{IndexOp, Tensor, Var, D};
 
-use super::importance::{host, scalar};
-use super::{Attributed, Attribution, Check, LrpCheck, Score, Subject};
+use super::importance::host;
+use super::{gradient_at_block, Attributed, Attribution, Check, LrpCheck, Score, Subject};
 use crate::error::Result;
 use crate::model::rules::Rules;
 
@@ -61,18 +61,19 @@ impl Attribution for Lrp {
 /// that logit.
 fn relevance(subject: &Subject, rules: Rules) -> Result<(Vec<f64>, f64)> {
     let model = subject.model;
-    let types = &subject.words.types;
     let words = Var::from_tensor(&subject.words.input)?;
-    let logits = rules.apply(|| {
-        let embedded = model.embed(words.as_tensor(), types)?;
-        model.logits(&embedded, subject.target)
+    let id = subject.query.id as usize;
+    // The rules shape the graphs the forward passes build; the backward passes follow them.
+    let (grad, logit) = rules.apply(|| -> Result<(Tensor, f64)> {
+        let block = model.embed(words.as_tensor(), &subject.words.types)?;
+        let (at_block, logit) = gradient_at_block(model, &block, subject.target, |logits| {
+            Ok(logits.i((0, id))?)
+        })?;
+        let through = (&block * &at_block)?.sum_all()?;
+        let grad = through.backward()?.get(words.as_tensor()).cloned();
+        let missing = || candle_core::Error::Msg("no relevance reached the word embeddings".into());
+        Ok((grad.ok_or_else(missing)?.detach(), logit))
     })?;
-    let logit = logits.i((0, subject.query.id as usize))?;
-    let grad = logit
-        .backward()?
-        .get(words.as_tensor())
-        .ok_or_else(|| candle_core::Error::Msg("no relevance reached the word embeddings".into()))?
-        .detach();
     let relevance = host(&(grad * words.as_tensor())?.sum(D::Minus1)?.squeeze(0)?)?;
-    Ok((relevance, scalar(&logit)?))
+    Ok((relevance, logit))
 }

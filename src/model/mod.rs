@@ -314,20 +314,24 @@ impl Model {
         keep: Keep,
     ) -> Result<ModelOutput> {
         let (hidden, layers) = self.body.forward(embedded, keep, None)?;
-        let logits = match &self.head {
-            Some(head) => {
-                let read = match head.task().reads {
-                    Reads::Target => hidden.i((.., at, ..))?,
-                    Reads::First => hidden.i((.., 0, ..))?,
-                    Reads::Last => hidden.i((.., hidden.dim(1)? - 1, ..))?,
-                    Reads::Mean => hidden.mean(1)?,
-                    Reads::Whole => hidden.clone(),
-                };
-                Some(head.forward(&read)?)
-            }
-            None => None,
-        };
+        let logits = self.head_logits(&hidden, at)?;
         Ok(ModelOutput { logits, layers })
+    }
+
+    /// The head's logits `[b, classes]` from the last hidden states `[b, n, hidden]` (after
+    /// any final norm), read where the head reads; `None` without a head.
+    pub fn head_logits(&self, hidden: &Tensor, at: usize) -> Result<Option<Tensor>> {
+        let Some(head) = &self.head else {
+            return Ok(None);
+        };
+        let read = match head.task().reads {
+            Reads::Target => hidden.i((.., at, ..))?,
+            Reads::First => hidden.i((.., 0, ..))?,
+            Reads::Last => hidden.i((.., hidden.dim(1)? - 1, ..))?,
+            Reads::Mean => hidden.mean(1)?,
+            Reads::Whole => hidden.clone(),
+        };
+        Ok(Some(head.forward(&read)?))
     }
 }
 

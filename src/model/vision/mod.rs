@@ -401,6 +401,11 @@ impl VisionBody {
         Ok(tokens.broadcast_add(&positions)?)
     }
 
+    /// The final LayerNorm, on the last layer's output.
+    pub fn final_norm(&self, x: &Tensor) -> Result<Tensor> {
+        self.norm.forward(x)
+    }
+
     /// `[1, 1, hidden]`: the token of a patch whose pixel values are all 0 (the processor's
     /// mean pixel, where it normalises): the projection's bias.
     pub fn blank(&self) -> Result<Tensor> {
