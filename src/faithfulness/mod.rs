@@ -74,13 +74,13 @@ pub trait Stepwise {
     fn top(&self, hidden: &Tensor, target: usize) -> Result<Tensor>;
 }
 
-/// `score` (a scalar from the logits `[1, classes]` at `target`) and its gradient at the
-/// embedding block's output `embedded` (`[1, n, hidden]`, read as a constant), with whatever
+/// `score` (a scalar from the logits `[b, classes]` at `target`) and its gradient at the
+/// embedding block's output `embedded` (`[b, n, hidden]`, read as a constant), with whatever
 /// rules are in force. Through the whole stack in one backward pass; or, where the predictor
 /// runs its layers one at a time, layer by layer: every layer's input kept from a forward
 /// pass without a graph, then each layer run again with one and the gradient carried down
-/// through it (the same products, so the same gradient; memory of one layer's graph instead
-/// of every layer's: at 1,370 tokens and 12 layers that was 18 GB).
+/// through it (the chain rule's same products; memory of one layer's graph instead of every
+/// layer's: `--lrp` on 1,370 tokens and 12 layers went from 18.1 GB to 2.5 GB).
 pub(crate) fn gradient_at_block(
     model: &dyn Predictor,
     embedded: &Tensor,
