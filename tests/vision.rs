@@ -71,6 +71,18 @@ fn assert_rows(what: &str, got: &[Vec<f64>], want: &[Vec<f64>], tolerance: f64) 
     }
 }
 
+/// The report of the pixel values a fixture names (`"tests/fixtures/vision/<case>.pixels.npy"`).
+fn explain_pixels(
+    explainer: &Explainer,
+    path: &serde_json::Value,
+    options: &ExplainOptions,
+) -> bert_explain::Result<Report> {
+    let path = path.as_str().unwrap();
+    let stem = path.trim_start_matches("tests/fixtures/vision/");
+    let pixels = self::pixels(stem.trim_end_matches(".pixels.npy"));
+    explainer.explain_input(Input::Pixels(&pixels), options)
+}
+
 fn explainer(model: &str) -> Explainer {
     let folder = repo().join("models").join(model);
     Explainer::load(&ModelSource::Folder(folder), &Device::Cpu).unwrap()
@@ -359,13 +371,7 @@ fn every_method_agrees_with_the_reference_on_images() {
             mixing: Some(mixing),
             ..ExplainOptions::default()
         };
-        let pixels = case["pixels"].as_str().unwrap();
-        let stem = pixels.trim_start_matches("tests/fixtures/vision/");
-        let report = explainer
-            .explain_input(
-                Input::Pixels(&self::pixels(stem.trim_end_matches(".pixels.npy"))),
-                &options,
-            )
+        let report = explain_pixels(&explainer, &case["pixels"], &options)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let methods = report.methods.as_ref().unwrap();
         let wanted = want["methods"].as_object().unwrap();
@@ -476,13 +482,7 @@ fn importance_scores_of_images_agree_with_the_reference() {
             }),
             ..ExplainOptions::default()
         };
-        let pixels = fixture["pixels"].as_str().unwrap();
-        let stem = pixels.trim_start_matches("tests/fixtures/vision/");
-        let report = explainer
-            .explain_input(
-                Input::Pixels(&self::pixels(stem.trim_end_matches(".pixels.npy"))),
-                &options,
-            )
+        let report = explain_pixels(&explainer, &fixture["pixels"], &options)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let got = report.importance.as_ref().unwrap();
         assert_eq!((&got.word, got.id), (&want.word, want.id), "{name}");
@@ -583,13 +583,7 @@ fn lrp_of_images_agrees_with_lxt() {
             }),
             ..ExplainOptions::default()
         };
-        let pixels = want["pixels"].as_str().unwrap();
-        let stem = pixels.trim_start_matches("tests/fixtures/vision/");
-        let report = explainer
-            .explain_input(
-                Input::Pixels(&self::pixels(stem.trim_end_matches(".pixels.npy"))),
-                &options,
-            )
+        let report = explain_pixels(&explainer, &want["pixels"], &options)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let tokens: Vec<String> = serde_json::from_value(want["tokens"].clone()).unwrap();
         assert_eq!(report.tokens, tokens, "{name}");

@@ -164,6 +164,8 @@ def _given(**options: Any) -> dict:
             ]
         elif key == "html":
             value = os.fspath(value)
+        elif key == "label":  # a name or an id, as the command line reads it
+            value = str(value)
         elif key == "tokens":
             value = list(value)
         given[key] = value
@@ -375,7 +377,7 @@ class Explainer:
             evaluate=evaluate,
             lrp=lrp,
             importance_word=importance_word,
-            label=None if label is None else str(label),
+            label=label,
             blank=blank,
             correlate_without_specials=correlate_without_specials,
             ig_steps=ig_steps,
@@ -428,7 +430,7 @@ class Explainer:
             discard_ratio=discard_ratio,
             evaluate=evaluate,
             lrp=lrp,
-            label=None if label is None else str(label),
+            label=label,
             correlate_without_specials=correlate_without_specials,
             ig_steps=ig_steps,
             hide_special=hide_special,
@@ -442,8 +444,6 @@ class Explainer:
         :meth:`explain_image` applied to each (``figure`` and ``html`` only with one image);
         the first image that fails raises. Images of one size share forward passes,
         ``batch_size`` (default 8) at a time."""
-        if "label" in options and options["label"] is not None:
-            options["label"] = str(options["label"])
         given = [_image(image) for image in images]
         reports = self._native.explain_images(given, _given(**options))
         return [Report(json.loads(report)) for report in reports]
@@ -454,8 +454,6 @@ class Explainer:
         texts of near lengths share forward passes, ``batch_size`` (default 8) at a time, as
         batch mode's do. The GIL stays released for the whole batch; Ctrl-C stops it within
         the texts under way."""
-        if "label" in options and options["label"] is not None:
-            options["label"] = str(options["label"])
         reports = self._native.explain(list(texts), _given(**options))
         return [Report(json.loads(report)) for report in reports]
 
@@ -469,6 +467,4 @@ class Explainer:
         fields (``target``, ``candidates``, ``pair``, ``label``; a causal model's
         ``generate`` and ``seed``) win over them. Ctrl-C stops it within the line under way
         (no bar is drawn: batch mode's counts lines)."""
-        if "label" in options and options["label"] is not None:
-            options["label"] = str(options["label"])
         return self._native.batch_records(list(lines), _given(**options))

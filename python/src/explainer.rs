@@ -150,11 +150,7 @@ impl Explainer {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<String>> {
         let options = self.options(options, true)?;
-        if texts.len() != 1 && (!options.figures.is_empty() || options.html.is_some()) {
-            return Err(usage(
-                "figure and html draw one text; explain the texts one at a time to draw them",
-            ));
-        }
+        one_drawn(texts.len(), &options, "text")?;
         match &self.inner {
             Loaded::Encoder(inner) => {
                 let inputs: Vec<Input> = texts.iter().map(|t| Input::Text(t)).collect();
@@ -175,11 +171,7 @@ impl Explainer {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<String>> {
         let options = self.options(options, true)?;
-        if images.len() != 1 && (!options.figures.is_empty() || options.html.is_some()) {
-            return Err(usage(
-                "figure and html draw one image; explain the images one at a time to draw them",
-            ));
-        }
+        one_drawn(images.len(), &options, "image")?;
         let inner = match &self.inner {
             Loaded::Encoder(inner) if inner.reads_images() => inner,
             _ => {
@@ -254,6 +246,16 @@ impl Explainer {
             }
             Ok(records)
         })
+    }
+}
+
+/// An error where figures or a page are asked of other than one input (`what`: text or image).
+fn one_drawn(inputs: usize, options: &Options, what: &str) -> PyResult<()> {
+    match inputs != 1 && (!options.figures.is_empty() || options.html.is_some()) {
+        true => Err(usage(format!(
+            "figure and html draw one {what}; explain the {what}s one at a time to draw them"
+        ))),
+        false => Ok(()),
     }
 }
 

@@ -124,13 +124,19 @@ pub(crate) fn gradient_at_block(
 
 /// The head's logits at `target` from the embedding block's output.
 fn head_logits(model: &Model, embedded: &Tensor, target: usize) -> Result<Tensor> {
-    model
-        .forward_embedded(embedded, target, Keep::default())?
-        .logits
-        .ok_or(Error::NeedsMlmHead {
-            what: "importance scores",
-            model: "this checkpoint".into(),
-        })
+    with_head(
+        model
+            .forward_embedded(embedded, target, Keep::default())?
+            .logits,
+    )
+}
+
+/// The head's logits, or the error of a checkpoint without a head.
+fn with_head(logits: Option<Tensor>) -> Result<Tensor> {
+    logits.ok_or(Error::NeedsMlmHead {
+        what: "importance scores",
+        model: "this checkpoint".into(),
+    })
 }
 
 impl Predictor for Model {
@@ -200,12 +206,7 @@ impl Stepwise for Picture<'_> {
 
     fn top(&self, hidden: &Tensor, target: usize) -> Result<Tensor> {
         let hidden = self.body.final_norm(hidden)?;
-        self.model
-            .head_logits(&hidden, target)?
-            .ok_or(Error::NeedsMlmHead {
-                what: "importance scores",
-                model: "this checkpoint".into(),
-            })
+        with_head(self.model.head_logits(&hidden, target)?)
     }
 }
 
